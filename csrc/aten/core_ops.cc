@@ -1,0 +1,149 @@
+// The operators every backend provides by hand: allocation, views (metadata
+// only: they share the storage), resize, set_, copies across devices and
+// reading a scalar back. Everything numeric goes through the lowerings.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "device.h"
+#include "dispatch.h"
+#include "storage.h"
+#include "tensor_io.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+constexpr auto kTpu = c10::DeviceType::PrivateUse1;
+
+int device_index(std::optional<c10::Device> device) {
+  if (device && device->type() == kTpu && device->has_index()) return device->index();
+  return current_device();
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  int index = device_index(device);
+  check_device(index);
+  c10::DeviceGuard guard(c10::Device(kTpu, index));
+  return at::detail::empty_generic(size, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  int index = device_index(device);
+  check_device(index);
+  c10::DeviceGuard guard(c10::Device(kTpu, index));
+  return at::detail::empty_strided_generic(size, stride, allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(!memory_format || *memory_format == c10::MemoryFormat::Contiguous ||
+                  *memory_format == c10::MemoryFormat::Preserve,
+              "tpu: resize_ supports only contiguous memory format, got ", *memory_format);
+  resize(self, size);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t offset,
+                        c10::IntArrayRef size, c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device_type() == kTpu, "set_: expected a tpu storage, got ", source.device());
+  auto* impl = self.unsafeGetTensorImpl();
+  if (!self.storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset);
+  if (stride.empty()) impl->set_sizes_contiguous(size);
+  else impl->set_sizes_and_strides(size, stride);
+  resize(self, self.sizes(), self.strides());  // grows the storage if it is too small
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.element_size());
+  return set_storage(self, std::move(source), 0, {n}, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(),
+                     source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  at::Tensor fresh = empty_memory_format({0}, self.scalar_type(), std::nullopt, self.device(),
+                                         std::nullopt, std::nullopt);
+  return set_storage(self, fresh.storage(), 0, {0}, {});
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.sizes() == dst.sizes() || dst.numel() == 0 || self.numel() == 1 ||
+                  self.dim() <= dst.dim(),
+              "copy_: shapes ", self.sizes(), " and ", dst.sizes(), " do not match");
+  if (dst.device().type() == kTpu && self.device().type() == kTpu) {
+    auto& e = engine::Engine::get();
+    auto guard = e.lock();
+    if (self.device() != dst.device()) {
+      // Across tpu devices: through the host.
+      copy_from_cpu(dst, to_cpu(self));
+      return dst;
+    }
+    e.begin(dst.device().index());
+    auto& b = e.builder();
+    hlo::Value v = b.convert(read(e, self), to_hlo(dst.scalar_type()));
+    write(e, dst, b.broadcast_to(v, dst.sizes().vec()));
+    e.end("copy_");
+  } else if (dst.device().type() == kTpu) {
+    copy_from_cpu(dst, self);
+  } else {
+    TORCH_CHECK(self.device().type() == kTpu, "copy_: unexpected devices");
+    dst.copy_(to_cpu(self));
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) {
+    if (dst.device().type() == kTpu) resize(dst, self.sizes());
+    else dst.resize_(self.sizes());
+  }
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  return to_cpu(self).item();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  register_lowered_ops(m);
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,77 @@
+#include "device.h"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include "../engine/engine.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+thread_local int t_current_device = 0;
+}  // namespace
+
+int current_device() { return t_current_device; }
+
+int device_count() noexcept {
+  try {
+    return engine::Engine::get().device_count();
+  } catch (...) {
+    return 0;
+  }
+}
+
+void check_device(int index) {
+  int n = device_count();
+  TORCH_CHECK_INDEX(index >= 0 && index < n, "tpu:", index, " is not a valid device: ", n,
+                    " tpu device(s) are available (set TORCH_TPU_NUM_DEVICES for more "
+                    "on the CPU plugin)");
+}
+
+void set_current_device(int index) {
+  check_device(index);
+  t_current_device = index;
+}
+
+namespace {
+
+struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
+  static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+
+  c10::DeviceType type() const override { return kType; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    if (d.index() != old.index()) setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override { return c10::Device(kType, t_current_device); }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kType, "expected a tpu device, got ", d);
+    set_current_device(d.index() < 0 ? 0 : d.index());
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    t_current_device = d.index() < 0 ? 0 : d.index();
+  }
+  // One in-order stream per device: PJRT orders work by buffer dependencies.
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    return c10::Stream(c10::Stream::DEFAULT, s.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(device_count());
+  }
+  void synchronizeDevice(const c10::DeviceIndex) const override {
+    engine::Engine::get().synchronize();
+  }
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {
+    engine::Engine::get().synchronize();
+  }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+}  // namespace
+}  // namespace torch_tpu::aten

@@ -1,0 +1,464 @@
+#include "dispatch.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/EmptyTensor.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "../lowering/registry.h"
+#include "device.h"
+#include "generator.h"
+#include "storage.h"
+#include "tensor_io.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+using lowering::Arg;
+using lowering::Args;
+
+bool g_log_ops = false;
+
+// How one operator is served.
+struct Plan {
+  const lowering::LoweringFn* fn = nullptr;
+  std::string lowering;                 // the registry entry used
+  std::vector<size_t> inputs;           // argument indices passed to the lowering
+  std::vector<size_t> mutated;          // arguments written (alias sets with '!')
+};
+
+std::mutex g_plans_mu;
+std::unordered_map<c10::OperatorName, Plan>& plans() {
+  static std::unordered_map<c10::OperatorName, Plan> p;
+  return p;
+}
+std::set<std::string>& served() {
+  static std::set<std::string> s;
+  return s;
+}
+
+std::string full_name(const c10::OperatorName& n) {
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
+
+bool writes(const c10::Argument& a) {
+  return a.alias_info() != nullptr && a.alias_info()->isWrite();
+}
+
+// ---- arguments --------------------------------------------------------------
+
+struct CallState {
+  int device = -1;
+  bool wide = false;  // a float64 tensor takes part: Python floats enter as f64
+};
+
+void note_tensor(const at::Tensor& t, CallState& s, const c10::OperatorName& op) {
+  if (!t.defined()) return;
+  if (t.scalar_type() == at::kDouble) s.wide = true;
+  if (t.device().type() == c10::DeviceType::PrivateUse1) {
+    int d = t.device().index();
+    TORCH_CHECK(s.device < 0 || s.device == d,
+                "Expected all tensors to be on the same device, but found at least two "
+                "devices, tpu:", s.device, " and tpu:", d, "! (in ", full_name(op), ")");
+    s.device = d;
+  } else {
+    TORCH_CHECK(t.dim() == 0 && t.device().is_cpu(),
+                "Expected all tensors to be on the same device, but found at least two "
+                "devices, tpu and ", t.device(), "! (in ", full_name(op),
+                "; move it with .to('tpu'))");
+  }
+}
+
+void scan(const c10::IValue& v, CallState& s, const c10::OperatorName& op) {
+  if (v.isTensor()) {
+    note_tensor(v.toTensor(), s, op);
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) note_tensor(t, s, op);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef())
+      if (e.isTensor()) note_tensor(e.toTensor(), s, op);
+  } else if (v.isDevice() && s.device < 0 && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+    s.device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+  }
+}
+
+at::Tensor to_meta(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) return t;
+  at::Tensor m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  return m;
+}
+
+c10::IValue meta_value(const c10::IValue& v) {
+  if (v.isTensor()) return to_meta(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(to_meta(t));
+    return out;
+  }
+  if (v.isList() && v.toList().elementType()->kind() == c10::TypeKind::OptionalType) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const c10::IValue& e : v.toListRef())
+      out.push_back(e.isTensor() ? std::optional<at::Tensor>(to_meta(e.toTensor())) : std::nullopt);
+    return out;
+  }
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::Device(c10::kMeta);
+  return v;
+}
+
+Arg tensor_arg(engine::Engine& e, const at::Tensor& t, const CallState& s) {
+  Arg a;
+  if (!t.defined()) return a;
+  a.kind = Arg::kTensor;
+  if (t.device().type() == c10::DeviceType::PrivateUse1) {
+    a.tensor = read(e, t);
+  } else {  // a CPU 0-dim tensor: a host scalar
+    a.tensor = host_scalar(e, t.item(), to_hlo(t.scalar_type()));
+    a.scalar = t.unsafeGetTensorImpl()->is_wrapped_number();
+  }
+  (void)s;
+  return a;
+}
+
+Arg convert(engine::Engine& e, const c10::Argument& schema_arg, const c10::IValue& v,
+            CallState& s) {
+  Arg a;
+  c10::TypePtr type = schema_arg.real_type();
+  if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  c10::TypeKind kind = type->kind();
+  if (v.isNone()) {
+    if (kind == c10::TypeKind::GeneratorType) {
+      // The device's default generator.
+      auto* g = default_generator(s.device).get<TpuGenerator>();
+      a.kind = Arg::kGenerator;
+      uint64_t offset = g->get_offset();
+      a.tensors = {e.scalar(hlo::ElementType::kU64, g->current_seed()),
+                   e.scalar(hlo::ElementType::kU64, offset)};
+      a.i = static_cast<int64_t>(offset);
+    }
+    return a;
+  }
+  switch (kind) {
+    case c10::TypeKind::TensorType:
+      return tensor_arg(e, v.toTensor(), s);
+    case c10::TypeKind::NumberType:  // Scalar
+      a.kind = Arg::kTensor;
+      a.scalar = true;
+      a.tensor = host_scalar(e, v.toScalar(), scalar_dtype(v.toScalar(), s.wide));
+      return a;
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType:
+      a.kind = Arg::kInt;
+      a.i = v.toInt();
+      return a;
+    case c10::TypeKind::FloatType:
+      a.kind = Arg::kDouble;
+      a.d = v.toDouble();
+      return a;
+    case c10::TypeKind::BoolType:
+      a.kind = Arg::kBool;
+      a.b = v.toBool();
+      return a;
+    case c10::TypeKind::StringType:
+      a.kind = Arg::kString;
+      a.s = v.toStringRef();
+      return a;
+    case c10::TypeKind::ScalarTypeType:
+      a.kind = Arg::kDtype;
+      a.dtype = to_hlo(static_cast<c10::ScalarType>(v.toInt()));
+      return a;
+    case c10::TypeKind::GeneratorType: {
+      auto gen = v.toGenerator();
+      auto* g = gen.get<TpuGenerator>();
+      TORCH_CHECK(g != nullptr, "expected a tpu generator");
+      a.kind = Arg::kGenerator;
+      a.tensors = {e.scalar(hlo::ElementType::kU64, g->current_seed()),
+                   e.scalar(hlo::ElementType::kU64, g->get_offset())};
+      a.i = static_cast<int64_t>(g->get_offset());
+      return a;
+    }
+    case c10::TypeKind::ListType: {
+      auto elem = type->castRaw<c10::ListType>()->getElementType();
+      if (auto o = elem->cast<c10::OptionalType>()) elem = o->getElementType();
+      switch (elem->kind()) {
+        case c10::TypeKind::TensorType:
+          a.kind = Arg::kTensorList;
+          for (const c10::IValue& t : v.toListRef()) {
+            Arg ta = t.isNone() ? Arg() : tensor_arg(e, t.toTensor(), s);
+            a.tensors.push_back(ta.tensor);
+          }
+          return a;
+        case c10::TypeKind::IntType:
+        case c10::TypeKind::SymIntType:
+          a.kind = Arg::kIntList;
+          for (const c10::IValue& x : v.toListRef()) a.ints.push_back(x.toInt());
+          return a;
+        case c10::TypeKind::FloatType:
+          a.kind = Arg::kDoubleList;
+          for (const c10::IValue& x : v.toListRef()) a.doubles.push_back(x.toDouble());
+          return a;
+        case c10::TypeKind::BoolType:
+          a.kind = Arg::kBoolList;
+          for (const c10::IValue& x : v.toListRef()) a.bools.push_back(x.toBool());
+          return a;
+        case c10::TypeKind::NumberType:
+          a.kind = Arg::kTensorList;
+          for (const c10::IValue& x : v.toListRef())
+            a.tensors.push_back(host_scalar(e, x.toScalar(), scalar_dtype(x.toScalar(), s.wide)));
+          return a;
+        default:
+          break;
+      }
+      break;
+    }
+    default:
+      break;  // Layout, Device, MemoryFormat: no effect on values
+  }
+  return a;
+}
+
+// Tensors of the stack values `vals`, flattened (lists expand).
+void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) out.push_back(v.toTensor());
+  else if (v.isTensorList())
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
+}
+
+// Advances the generator argument (if any) by what the op drew.
+void advance_generators(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                        int device, int64_t drawn) {
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    c10::TypePtr t = schema.arguments()[i].real_type();
+    if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
+    if (t->kind() != c10::TypeKind::GeneratorType) continue;
+    at::Generator gen = args[i].isNone() ? default_generator(device) : args[i].toGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.get<TpuGenerator>()->advance(static_cast<uint64_t>(std::max<int64_t>(drawn, 1)));
+  }
+}
+
+void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const Plan* plan;
+  {
+    std::lock_guard<std::mutex> lock(g_plans_mu);
+    plan = &plans().at(schema.operator_name());
+  }
+  const size_t n = schema.arguments().size();
+  std::vector<c10::IValue> args(stack->end() - n, stack->end());
+  if (g_log_ops) std::cerr << "[torch_tpu] " << full_name(schema.operator_name()) << "\n";
+
+  CallState state;
+  for (const c10::IValue& v : args) scan(v, state, schema.operator_name());
+  if (state.device < 0) state.device = current_device();
+  check_device(state.device);
+
+  // 1. PyTorch's own shape, dtype and argument checks, on meta tensors.
+  std::vector<c10::IValue> meta_stack;
+  meta_stack.reserve(n);
+  for (const c10::IValue& v : args) meta_stack.push_back(meta_value(v));
+  op.callBoxed(&meta_stack);
+
+  std::vector<at::Tensor> fresh_meta;  // non-aliasing returns
+  for (size_t r = 0; r < schema.returns().size(); ++r)
+    if (schema.returns()[r].alias_info() == nullptr) flatten(meta_stack[r], fresh_meta);
+  std::vector<at::Tensor> mutated;  // the real tensors written, in order
+  for (size_t i : plan->mutated) flatten(args[i], mutated);
+
+  // Meta tensors after the call: the mutated args' final sizes.
+  std::vector<c10::IValue> meta_args(args.size());
+  std::vector<at::Tensor> mutated_meta;
+  {
+    // Re-run of meta is avoided: meta_stack now holds returns only, but
+    // out/inplace returns alias their args, so their sizes are the sizes of
+    // the returned meta tensors when returned, else of the inputs.
+    std::vector<at::Tensor> returned_alias;
+    for (size_t r = 0; r < schema.returns().size(); ++r)
+      if (schema.returns()[r].alias_info() != nullptr) flatten(meta_stack[r], returned_alias);
+    if (returned_alias.size() == mutated.size()) mutated_meta = returned_alias;
+    else
+      for (const at::Tensor& t : mutated) mutated_meta.push_back(to_meta(t));
+  }
+
+  // 2. Record the op.
+  auto& e = engine::Engine::get();
+  c10::DeviceGuard device_guard(c10::Device(c10::DeviceType::PrivateUse1, state.device));
+  std::vector<at::Tensor> results;
+  int64_t drawn = 0;
+  {
+    auto guard = e.lock();
+    e.begin(state.device);
+    Args largs;
+    largs.reserve(plan->inputs.size());
+    for (size_t i : plan->inputs) largs.push_back(convert(e, schema.arguments()[i], args[i], state));
+    lowering::Context ctx{e.builder(), {}, lowering::Precision::kDefault, plan->lowering};
+    for (const at::Tensor& m : fresh_meta) ctx.outputs.push_back({to_hlo(m.scalar_type()), m.sizes().vec()});
+    for (const at::Tensor& m : mutated_meta) ctx.outputs.push_back({to_hlo(m.scalar_type()), m.sizes().vec()});
+    hlo::Values outs;
+    try {
+      outs = (*plan->fn)(ctx, largs);
+    } catch (const lowering::Unsupported& u) {
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", full_name(schema.operator_name()),
+                                  " is not supported for these arguments: ", u.what(),
+                                  ". Set TORCH_TPU_CPU_FALLBACK=1 to run unsupported ops on the CPU.");
+    } catch (const hlo::TypeError& t) {
+      TORCH_CHECK(false, "tpu: internal error lowering ", full_name(schema.operator_name()), ": ",
+                  t.what());
+    }
+    TORCH_CHECK(outs.size() == ctx.outputs.size(), "tpu: internal error: lowering of ",
+                plan->lowering, " returned ", outs.size(), " values, expected ",
+                ctx.outputs.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      TORCH_CHECK(outs[i].shape() == ctx.outputs[i].shape, "tpu: internal error: lowering of ",
+                  plan->lowering, " produced ", outs[i].type().str(), " for output ", i,
+                  ", expected ", ctx.outputs[i].str());
+      drawn += ctx.outputs[i].numel();
+    }
+    for (size_t i = 0; i < fresh_meta.size(); ++i) {
+      const at::Tensor& m = fresh_meta[i];
+      at::Tensor t = at::detail::empty_strided_generic(
+          m.sizes(), m.strides(), allocator(),
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.scalar_type());
+      write(e, t, outs[i]);
+      results.push_back(t);
+    }
+    for (size_t i = 0; i < mutated.size(); ++i) {
+      const at::Tensor& t = mutated[i];
+      const at::Tensor& m = mutated_meta[i];
+      if (t.sizes() != m.sizes()) resize(t, m.sizes(), m.strides());
+      write(e, t, outs[fresh_meta.size() + i]);
+    }
+    e.end(plan->lowering.c_str());
+  }
+  advance_generators(schema, args, state.device, drawn);
+
+  // 3. Returns: fresh tensors in order, aliasing returns are their arguments.
+  torch::jit::drop(*stack, n);
+  size_t next_fresh = 0;
+  for (size_t r = 0; r < schema.returns().size(); ++r) {
+    const c10::Argument& ret = schema.returns()[r];
+    if (ret.alias_info() == nullptr) {
+      if (ret.type()->kind() == c10::TypeKind::ListType) {
+        c10::List<at::Tensor> list;
+        size_t count = meta_stack[r].toTensorList().size();
+        for (size_t k = 0; k < count; ++k) list.push_back(results[next_fresh++]);
+        stack->emplace_back(list);
+      } else {
+        stack->emplace_back(results[next_fresh++]);
+      }
+      continue;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const auto* ai = schema.arguments()[i].alias_info();
+      if (ai != nullptr && ai->beforeSets() == ret.alias_info()->beforeSets()) {
+        stack->push_back(args[i]);
+        break;
+      }
+    }
+  }
+}
+
+// ---- registration -----------------------------------------------------------
+
+bool same_arguments(const c10::FunctionSchema& functional, const c10::FunctionSchema& variant,
+                    const std::vector<size_t>& inputs) {
+  const auto& fa = functional.arguments();
+  if (fa.size() != inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& va = variant.arguments()[inputs[i]];
+    if (fa[i].name() != va.name() || fa[i].type()->str() != va.type()->str()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void set_log_ops(bool on) { g_log_ops = on; }
+
+std::vector<std::string> native_ops() {
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  return {served().begin(), served().end()};
+}
+
+void register_lowered_ops(torch::Library& m) {
+  auto& registry = lowering::Registry::get();
+  auto& dispatcher = c10::Dispatcher::singleton();
+  // Functional lowerings by base name, for deriving variants.
+  std::unordered_map<std::string, std::vector<std::string>> by_base;
+  for (const std::string& name : registry.ops()) {
+    auto dot = name.find('.');
+    by_base[name.substr(0, dot)].push_back(name);
+  }
+
+  auto add_plan = [&](const c10::OperatorHandle& h, const std::string& lowering_name) {
+    const auto& schema = h.schema();
+    Plan p;
+    p.fn = registry.find(lowering_name);
+    p.lowering = lowering_name;
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      if (schema.arguments()[i].is_out()) {
+        p.mutated.push_back(i);
+        continue;
+      }
+      if (writes(schema.arguments()[i])) p.mutated.push_back(i);
+      p.inputs.push_back(i);
+    }
+    std::string name = full_name(schema.operator_name());
+    {
+      std::lock_guard<std::mutex> lock(g_plans_mu);
+      plans()[schema.operator_name()] = std::move(p);
+      served().insert(name);
+    }
+    m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
+  };
+
+  for (const c10::OperatorName& opname : dispatcher.getAllOpNames()) {
+    if (opname.name.rfind("aten::", 0) != 0) continue;
+    auto handle = dispatcher.findSchema(opname);
+    if (!handle) continue;
+    // Composite-implicit ops decompose above the backend; a backend kernel
+    // would hide them from autograd.
+    if (handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
+    std::string name = full_name(opname);
+    const auto& schema = handle->schema();
+    if (registry.find(name)) {
+      add_plan(*handle, name);
+      continue;
+    }
+    // Derived variants: in-place (`op_`) and out= forms of a lowered op.
+    std::vector<size_t> inputs;
+    bool has_out = false;
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      if (schema.arguments()[i].is_out()) has_out = true;
+      else inputs.push_back(i);
+    }
+    std::string base = opname.name;
+    bool inplace = !has_out && base.size() > 1 && base.back() == '_' &&
+                   base.compare(base.size() - 2, 2, "__") != 0 && !schema.arguments().empty() &&
+                   writes(schema.arguments()[0]);
+    if (inplace) base.pop_back();
+    if (!inplace && !has_out) continue;
+    auto it = by_base.find(base);
+    if (it == by_base.end()) continue;
+    for (const std::string& candidate : it->second) {
+      auto dot = candidate.find('.');
+      std::string overload = dot == std::string::npos ? "" : candidate.substr(dot + 1);
+      auto fh = dispatcher.findSchema({base, overload});
+      if (!fh) continue;
+      if (inplace && overload != opname.overload_name) continue;
+      if (!same_arguments(fh->schema(), schema, inputs)) continue;
+      add_plan(*handle, candidate);
+      break;
+    }
+  }
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,24 @@
+// Wiring ATen operators to lowerings: one boxed kernel serves every lowered
+// operator. In-place and out= variants are derived from the schema of the
+// functional operator the registry holds.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace torch::jit {}
+namespace torch {
+class Library;
+}
+
+namespace torch_tpu::aten {
+
+// Registers the boxed kernel for every lowered operator and derived variant.
+void register_lowered_ops(torch::Library& m);
+// Operators (ATen names) served natively, sorted.
+std::vector<std::string> native_ops();
+
+// Debugging: log every dispatched op to stderr (TORCH_TPU_LOG_OPS=1).
+void set_log_ops(bool on);
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,227 @@
+#include "tensor_io.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/core/TensorImpl.h>
+
+#include <cstring>
+
+#include "../lowering/strided.h"
+#include "device.h"
+#include "storage.h"
+
+namespace torch_tpu::aten {
+
+using hlo::ElementType;
+using lowering::Strided;
+
+hlo::ElementType to_hlo(c10::ScalarType t) {
+  switch (t) {
+    case c10::kBool: return ElementType::kPred;
+    case c10::kByte: return ElementType::kU8;
+    case c10::kChar: return ElementType::kI8;
+    case c10::kShort: return ElementType::kI16;
+    case c10::kInt: return ElementType::kI32;
+    case c10::kLong: return ElementType::kI64;
+    case c10::kHalf: return ElementType::kF16;
+    case c10::kBFloat16: return ElementType::kBF16;
+    case c10::kFloat: return ElementType::kF32;
+    case c10::kDouble: return ElementType::kF64;
+    case c10::kComplexFloat: return ElementType::kC64;
+    case c10::kComplexDouble: return ElementType::kC128;
+    case c10::kUInt16: return ElementType::kU16;
+    case c10::kUInt32: return ElementType::kU32;
+    case c10::kUInt64: return ElementType::kU64;
+    default:
+      TORCH_CHECK_TYPE(false, "tpu tensors do not support dtype ", t);
+  }
+}
+
+c10::ScalarType to_torch(hlo::ElementType t) {
+  switch (t) {
+    case ElementType::kPred: return c10::kBool;
+    case ElementType::kU8: return c10::kByte;
+    case ElementType::kI8: return c10::kChar;
+    case ElementType::kI16: return c10::kShort;
+    case ElementType::kI32: return c10::kInt;
+    case ElementType::kI64: return c10::kLong;
+    case ElementType::kF16: return c10::kHalf;
+    case ElementType::kBF16: return c10::kBFloat16;
+    case ElementType::kF32: return c10::kFloat;
+    case ElementType::kF64: return c10::kDouble;
+    case ElementType::kC64: return c10::kComplexFloat;
+    case ElementType::kC128: return c10::kComplexDouble;
+    case ElementType::kU16: return c10::kUInt16;
+    case ElementType::kU32: return c10::kUInt32;
+    case ElementType::kU64: return c10::kUInt64;
+  }
+  return c10::kFloat;
+}
+
+namespace {
+
+Strided view_of(const at::Tensor& t) {
+  Strided s;
+  s.sizes = t.sizes().vec();
+  s.strides = t.strides().vec();
+  s.offset = t.storage_offset();
+  return s;
+}
+
+// The storage's flat value in the tensor's element type, initializing an
+// unwritten storage to zeros (PyTorch leaves `empty` undefined; zeros are a
+// deterministic choice).
+hlo::Value flat_value(engine::Engine& e, StorageState& st, ElementType dtype) {
+  auto& b = e.builder();
+  size_t width = engine::element_size(dtype);
+  if (!st.value) {
+    int64_t n = static_cast<int64_t>(st.nbytes / width);
+    st.value = e.produce(b.full(hlo::TensorType{dtype, {n}}, 0));
+    st.dtype = dtype;
+  }
+  hlo::Value flat = e.use(st.value);
+  if (st.dtype == dtype) return flat;
+  TORCH_CHECK(engine::element_size(st.dtype) == width,
+              "tpu: reading a storage of ", hlo::mlir_name(st.dtype), " as ",
+              hlo::mlir_name(dtype), " (different element sizes) is not supported");
+  return b.bitcast_convert(flat, hlo::TensorType{dtype, flat.shape()});
+}
+
+}  // namespace
+
+hlo::Value read(engine::Engine& e, const at::Tensor& t) {
+  StorageState& st = state_of(t);
+  ElementType dtype = to_hlo(t.scalar_type());
+  return lowering::strided_read(e.builder(), flat_value(e, st, dtype), view_of(t));
+}
+
+void write(engine::Engine& e, const at::Tensor& t, hlo::Value v) {
+  auto& b = e.builder();
+  StorageState& st = state_of(t);
+  ElementType dtype = to_hlo(t.scalar_type());
+  TORCH_CHECK(v.shape() == t.sizes().vec(), "internal: writing ", v.type().str(),
+              " into a tpu tensor of shape ", t.sizes());
+  v = b.convert(v, dtype);
+  Strided view = view_of(t);
+  int64_t n = static_cast<int64_t>(st.nbytes / engine::element_size(dtype));
+  hlo::Value dense = lowering::dense_layout(b, v, view, n);
+  hlo::Value flat;
+  if (dense.valid() && st.nbytes % engine::element_size(dtype) == 0) {
+    flat = dense;  // the whole storage is replaced: nothing to read
+    st.dtype = dtype;
+  } else {
+    flat = lowering::strided_write(b, flat_value(e, st, dtype), v, view);
+    if (st.dtype != dtype) flat = b.bitcast_convert(flat, hlo::TensorType{st.dtype, flat.shape()});
+  }
+  st.value = e.produce(flat);
+}
+
+hlo::ElementType scalar_dtype(const c10::Scalar& s, bool wide) {
+  if (s.isBoolean()) return ElementType::kPred;
+  if (s.isIntegral(false)) return ElementType::kI64;
+  if (s.isComplex()) return wide ? ElementType::kC128 : ElementType::kC64;
+  return wide ? ElementType::kF64 : ElementType::kF32;
+}
+
+hlo::Value host_scalar(engine::Engine& e, const c10::Scalar& s, hlo::ElementType dtype) {
+  uint64_t bits = 0;
+  switch (dtype) {
+    case ElementType::kPred: bits = s.toBool() ? 1 : 0; break;
+    case ElementType::kF32: {
+      float f = s.toFloat();
+      std::memcpy(&bits, &f, 4);
+      break;
+    }
+    case ElementType::kF64: {
+      double d = s.toDouble();
+      std::memcpy(&bits, &d, 8);
+      break;
+    }
+    case ElementType::kI64: bits = static_cast<uint64_t>(s.toLong()); break;
+    default: {
+      // Other types go through a typed host tensor so rounding matches CPU.
+      at::Tensor h = at::empty({}, at::TensorOptions().dtype(to_torch(dtype)));
+      h.fill_(s);
+      std::memcpy(&bits, h.data_ptr(), h.element_size());
+      break;
+    }
+  }
+  return e.scalar(dtype, bits);
+}
+
+at::Tensor to_cpu(const at::Tensor& src) {
+  auto& e = engine::Engine::get();
+  at::Tensor out = at::empty(src.sizes(), src.options().device(c10::kCPU));
+  if (src.numel() == 0) return out;
+  engine::ValuePtr value;
+  {
+    auto guard = e.lock();
+    StorageState& st = state_of(src);
+    ElementType dtype = to_hlo(src.scalar_type());
+    Strided view = view_of(src);
+    int64_t n = static_cast<int64_t>(st.nbytes / engine::element_size(dtype));
+    if (st.value && st.dtype == dtype && view.offset == 0 && view.numel() == n &&
+        view.contiguous()) {
+      value = st.value;  // the storage is the tensor: download it directly
+    } else {
+      e.begin(st.device);
+      value = e.produce(e.builder().reshape(read(e, src), {src.numel()}));
+      e.end("to_cpu");
+    }
+  }
+  e.to_host(value, out.data_ptr(), out.nbytes());
+  return out;
+}
+
+void copy_from_cpu(const at::Tensor& dst, const at::Tensor& src) {
+  auto& e = engine::Engine::get();
+  if (dst.numel() == 0) return;
+  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  StorageState& st = state_of(dst);
+  ElementType dtype = to_hlo(dst.scalar_type());
+  auto guard = e.lock();
+  engine::ValuePtr uploaded =
+      e.from_host(host.data_ptr(), hlo::TensorType{dtype, {host.numel()}}, st.device);
+  Strided view = view_of(dst);
+  int64_t n = static_cast<int64_t>(st.nbytes / engine::element_size(dtype));
+  if (view.offset == 0 && view.numel() == n && view.contiguous() &&
+      st.nbytes % engine::element_size(dtype) == 0) {
+    st.value = uploaded;
+    st.dtype = dtype;
+    return;
+  }
+  e.begin(st.device);
+  write(e, dst, e.builder().reshape(e.use(uploaded), dst.sizes().vec()));
+  e.end("copy_from_cpu");
+}
+
+void resize(const at::Tensor& t, c10::IntArrayRef sizes,
+            std::optional<c10::IntArrayRef> strides) {
+  auto* impl = t.unsafeGetTensorImpl();
+  if (strides) impl->set_sizes_and_strides(sizes, *strides);
+  else impl->set_sizes_contiguous(sizes);
+  int64_t needed = 0;
+  if (t.numel() > 0) {
+    needed = t.storage_offset() + 1;
+    for (int64_t d = 0; d < t.dim(); ++d) needed += (t.size(d) - 1) * t.stride(d);
+  }
+  size_t bytes = static_cast<size_t>(needed) * t.element_size();
+  StorageState& st = state_of(t);
+  if (bytes <= st.nbytes) return;
+  auto& e = engine::Engine::get();
+  auto guard = e.lock();
+  auto& stats = memory_stats(st.device);
+  stats.allocated += static_cast<int64_t>(bytes - st.nbytes);
+  if (st.value) {
+    // Grow the device array: old contents, then zeros.
+    e.begin(st.device);
+    hlo::Value old = e.use(st.value);
+    int64_t grow = static_cast<int64_t>(bytes / engine::element_size(st.dtype)) - old.dim(0);
+    hlo::Value grown = e.builder().pad(old, e.builder().constant(st.dtype, 0), {0}, {grow});
+    st.value = e.produce(grown);
+    e.end("resize");
+  }
+  st.nbytes = bytes;
+  t.storage().unsafeGetStorageImpl()->set_nbytes(bytes);
+}
+
+}  // namespace torch_tpu::aten

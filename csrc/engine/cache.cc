@@ -1,0 +1,170 @@
+#include "cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace torch_tpu::engine {
+
+namespace {
+constexpr char kMagic[8] = {'T', 'P', 'U', 'X', 'C', '0', '0', '1'};
+
+void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<char*>(&v), 8); }
+
+bool get_u64(const std::string& in, size_t& pos, uint64_t& v) {
+  if (pos + 8 > in.size()) return false;
+  std::memcpy(&v, in.data() + pos, 8);
+  pos += 8;
+  return true;
+}
+}  // namespace
+
+uint64_t Cache::hash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+Cache::Cache(pjrt::Client& client, Metrics& metrics, std::string directory)
+    : client_(client), metrics_(metrics), directory_(std::move(directory)) {
+  identity_ = client_.plugin()->path() + "\n" + client_.platform_name() + "\n" +
+              client_.platform_version() + "\n";
+  if (!directory_.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(directory_, ec);
+    if (ec) directory_.clear();  // an unusable directory disables the disk tier
+  }
+}
+
+pjrt::ExecutablePtr Cache::get(const std::string& program) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(program);
+    if (it != entries_.end()) {
+      ++stats_.hits;
+      metrics_.count("cache_hits");
+      return it->second;
+    }
+  }
+  std::string path;
+  if (!directory_.empty()) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "%016llx.xc",
+                  static_cast<unsigned long long>(hash(identity_ + program)));
+    path = directory_ + "/" + name;
+  }
+  pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program);
+  if (exe) {
+    metrics_.count("cache_disk_hits");
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.disk_hits;
+  } else {
+    auto start = std::chrono::steady_clock::now();
+    exe = client_.compile(program);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    metrics_.count("compiles");
+    metrics_.count("cache_misses");
+    metrics_.time("compile", seconds);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.compile_seconds += seconds;
+      ++stats_.misses;
+    }
+    if (!path.empty()) store(path, program, *exe);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_[program] = exe;
+  stats_.entries = static_cast<int64_t>(entries_.size());
+  return exe;
+}
+
+pjrt::ExecutablePtr Cache::load(const std::string& path, const std::string& program) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return nullptr;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string data = ss.str();
+  // Layout: magic, key length, key, executable length, executable, checksum.
+  size_t pos = sizeof(kMagic);
+  uint64_t key_size = 0, exe_size = 0, checksum = 0;
+  if (data.size() < pos || std::memcmp(data.data(), kMagic, pos) != 0) return nullptr;
+  if (!get_u64(data, pos, key_size) || pos + key_size > data.size()) return nullptr;
+  if (data.compare(pos, key_size, identity_ + program) != 0) return nullptr;  // collision
+  pos += key_size;
+  if (!get_u64(data, pos, exe_size) || pos + exe_size > data.size()) return nullptr;
+  std::string exe_bytes = data.substr(pos, exe_size);
+  pos += exe_size;
+  size_t body = pos;
+  if (!get_u64(data, pos, checksum) || pos != data.size()) return nullptr;
+  if (hash(data.substr(0, body)) != checksum) return nullptr;
+  try {
+    return client_.deserialize(exe_bytes);
+  } catch (const pjrt::Error&) {
+    return nullptr;  // a foreign or stale file: recompile and replace it
+  }
+}
+
+void Cache::store(const std::string& path, const std::string& program,
+                  const pjrt::Executable& exe) {
+  std::string bytes;
+  try {
+    bytes = exe.serialize();
+  } catch (const pjrt::Error&) {
+    return;  // the plugin cannot serialize: memory tier only
+  }
+  if (bytes.empty()) return;
+  std::string data(kMagic, sizeof(kMagic));
+  std::string key = identity_ + program;
+  put_u64(data, key.size());
+  data += key;
+  put_u64(data, bytes.size());
+  data += bytes;
+  put_u64(data, hash(data));
+  // Write a private temporary file, then rename: readers see whole files only.
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rng());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) return;
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    if (!f) {
+      std::remove(tmp.c_str());
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.disk_bytes += static_cast<int64_t>(data.size());
+}
+
+CacheStats Cache::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Cache::clear(bool disk) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.clear();
+  stats_ = CacheStats{};
+  if (disk && !directory_.empty()) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(directory_, ec))
+      if (e.path().extension() == ".xc") std::filesystem::remove(e.path(), ec);
+  }
+}
+
+}  // namespace torch_tpu::engine

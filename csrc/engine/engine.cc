@@ -1,0 +1,251 @@
+#include "engine.h"
+
+#include <atomic>
+#include <cstring>
+
+namespace torch_tpu::engine {
+
+namespace {
+Config& config() {
+  static Config c;
+  return c;
+}
+std::atomic<bool> g_initialized{false};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+size_t element_size(hlo::ElementType t) {
+  return t == hlo::ElementType::kPred ? 1 : hlo::bit_width(t) / 8;
+}
+
+PJRT_Buffer_Type buffer_type(hlo::ElementType t) {
+  using E = hlo::ElementType;
+  switch (t) {
+    case E::kPred: return PJRT_Buffer_Type_PRED;
+    case E::kI8: return PJRT_Buffer_Type_S8;
+    case E::kI16: return PJRT_Buffer_Type_S16;
+    case E::kI32: return PJRT_Buffer_Type_S32;
+    case E::kI64: return PJRT_Buffer_Type_S64;
+    case E::kU8: return PJRT_Buffer_Type_U8;
+    case E::kU16: return PJRT_Buffer_Type_U16;
+    case E::kU32: return PJRT_Buffer_Type_U32;
+    case E::kU64: return PJRT_Buffer_Type_U64;
+    case E::kF16: return PJRT_Buffer_Type_F16;
+    case E::kBF16: return PJRT_Buffer_Type_BF16;
+    case E::kF32: return PJRT_Buffer_Type_F32;
+    case E::kF64: return PJRT_Buffer_Type_F64;
+    case E::kC64: return PJRT_Buffer_Type_C64;
+    case E::kC128: return PJRT_Buffer_Type_C128;
+  }
+  return PJRT_Buffer_Type_INVALID;
+}
+
+void Engine::configure(const Config& c) {
+  if (g_initialized) throw pjrt::Error("torch_tpu: the runtime is already initialized");
+  config() = c;
+}
+
+bool Engine::initialized() { return g_initialized; }
+
+Engine& Engine::get() {
+  // Constructed once; a failed construction is retried on the next call so
+  // that a user can fix the environment without restarting.
+  static std::mutex mu;
+  static Engine* engine = nullptr;
+  if (g_initialized) return *engine;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!engine) {
+    engine = new Engine();
+    g_initialized = true;
+  }
+  return *engine;
+}
+
+Engine::Engine() {
+  const Config& c = config();
+  auto plugin = pjrt::Plugin::load(c.plugin_path);
+  std::map<std::string, pjrt::Attribute> options;
+  if (c.cpu_device_count > 0) options["cpu_device_count"] = c.cpu_device_count;
+  try {
+    client_ = std::make_unique<pjrt::Client>(plugin, options);
+  } catch (const pjrt::Error&) {
+    client_ = std::make_unique<pjrt::Client>(plugin);  // plugin without that option
+  }
+  cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
+  reset_recording();
+}
+
+void Engine::reset_recording() {
+  builder_ = std::make_unique<hlo::Builder>();
+  ++epoch_;
+  ops_ = 0;
+  inputs_.clear();
+  bound_.clear();
+  produced_.clear();
+}
+
+void Engine::set_mode(Mode m) {
+  auto guard = lock();
+  flush("mode_change");
+  mode_ = m;
+}
+
+void Engine::begin(int device) {
+  if (device < 0 || device >= device_count())
+    throw pjrt::Error("tpu:" + std::to_string(device) + " does not exist: " +
+                      std::to_string(device_count()) + " device(s) are available");
+  if (ops_ > 0 && device != device_) flush("device_change");
+  device_ = device;
+}
+
+hlo::Value Engine::use(const ValuePtr& v) {
+  if (!v->materialized()) {
+    if (v->epoch_ != epoch_ || !v->node_.valid())
+      throw pjrt::Error("internal: a pending value outlived its program");
+    return v->node_;
+  }
+  if (v->device_ != device_)
+    throw pjrt::Error("a value on tpu:" + std::to_string(v->device_) +
+                      " was used by an op on tpu:" + std::to_string(device_));
+  const pjrt::Buffer* key = v->buffer_.get();
+  auto it = bound_.find(key);
+  if (it != bound_.end()) return it->second;
+  hlo::Value p = builder_->parameter(v->type_);
+  inputs_.push_back(v->buffer_);
+  bound_.emplace(key, p);
+  return p;
+}
+
+hlo::Value Engine::scalar(hlo::ElementType dtype, uint64_t bits) {
+  auto key = std::make_tuple(static_cast<int>(dtype), bits, device_);
+  auto it = scalar_buffers_.find(key);
+  pjrt::BufferPtr buffer;
+  if (it != scalar_buffers_.end()) {
+    buffer = it->second;
+  } else {
+    buffer = client_->buffer_from_host(&bits, buffer_type(dtype), {}, device_);
+    if (scalar_buffers_.size() > 4096) scalar_buffers_.clear();
+    scalar_buffers_.emplace(key, buffer);
+    metrics_.count("scalar_uploads");
+  }
+  auto bound = bound_.find(buffer.get());
+  if (bound != bound_.end()) return bound->second;
+  hlo::Value p = builder_->parameter(hlo::TensorType{dtype, {}});
+  inputs_.push_back(buffer);
+  bound_.emplace(buffer.get(), p);
+  return p;
+}
+
+ValuePtr Engine::produce(hlo::Value node) {
+  auto v = std::make_shared<DeviceValue>(node.type(), device_);
+  v->epoch_ = epoch_;
+  v->node_ = node;
+  produced_.push_back(v);
+  return v;
+}
+
+void Engine::end(const char* op) {
+  ++ops_;
+  metrics_.count("ops_recorded");
+  (void)op;
+  switch (mode_) {
+    case Mode::kDeferNever:
+    case Mode::kDeferNeverAndLaunchBlocking:
+      flush("op");
+      break;
+    case Mode::kDeferAndFuse:
+      if (builder_->num_ops() > 4096) flush("size_cap");
+      break;
+    case Mode::kDeferAll:
+      break;
+  }
+}
+
+void Engine::flush(const char* cause) {
+  auto guard = lock();
+  // Outputs: the pending values still alive. Dead intermediates stay internal.
+  std::vector<ValuePtr> outputs;
+  for (auto& w : produced_)
+    if (ValuePtr v = w.lock()) outputs.push_back(std::move(v));
+  if (outputs.empty()) {
+    reset_recording();
+    return;
+  }
+  metrics_.count(std::string("flush_") + cause);
+  hlo::Values results;
+  for (const ValuePtr& v : outputs) results.push_back(v->node_);
+  builder_->set_results(results);
+  std::string program = builder_->module();
+  std::vector<pjrt::BufferPtr> inputs = std::move(inputs_);
+  int device = device_;
+  reset_recording();  // the recording is consumed even if compiling fails
+
+  pjrt::ExecutablePtr exe = cache_->get(program);
+  std::vector<PJRT_Buffer*> args;
+  args.reserve(inputs.size());
+  for (const auto& b : inputs) args.push_back(b->get());
+  auto start = std::chrono::steady_clock::now();
+  pjrt::ExecuteResult result = exe->execute(args, client_->device(device));
+  metrics_.count("executions");
+  if (result.outputs.size() != outputs.size())
+    throw pjrt::Error("internal: program returned " + std::to_string(result.outputs.size()) +
+                      " outputs, expected " + std::to_string(outputs.size()));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    outputs[i]->buffer_ = std::move(result.outputs[i]);
+    outputs[i]->node_ = hlo::Value();
+  }
+  if (result.done) {
+    if (mode_ == Mode::kDeferNeverAndLaunchBlocking) {
+      result.done->await();
+    } else {
+      if (in_flight_.size() > 256) {
+        std::vector<std::shared_ptr<pjrt::Event>> pending;
+        for (auto& e : in_flight_)
+          if (!e->is_ready()) pending.push_back(e);
+        in_flight_.swap(pending);
+      }
+      in_flight_.push_back(std::move(result.done));
+    }
+  }
+  metrics_.time("execute_launch", seconds_since(start));
+}
+
+pjrt::BufferPtr Engine::buffer(const ValuePtr& v, const char* cause) {
+  auto guard = lock();
+  if (!v->materialized()) flush(cause);
+  if (!v->materialized()) throw pjrt::Error("internal: value not materialized after flush");
+  return v->buffer_;
+}
+
+ValuePtr Engine::from_host(const void* data, const hlo::TensorType& type, int device) {
+  auto guard = lock();
+  auto v = std::make_shared<DeviceValue>(type, device);
+  v->buffer_ = client_->buffer_from_host(data, buffer_type(type.dtype), type.shape, device);
+  metrics_.count("transfers_to_device");
+  metrics_.count("bytes_to_device", static_cast<int64_t>(type.numel() * element_size(type.dtype)));
+  return v;
+}
+
+void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
+  pjrt::BufferPtr b = buffer(v, "host_read");
+  auto start = std::chrono::steady_clock::now();
+  b->to_host(dst, bytes);  // waits for the producer; raises its error, if any
+  metrics_.count("transfers_to_host");
+  metrics_.count("bytes_to_host", static_cast<int64_t>(bytes));
+  metrics_.time("transfer_to_host", seconds_since(start));
+}
+
+void Engine::synchronize() {
+  std::vector<std::shared_ptr<pjrt::Event>> events;
+  {
+    auto guard = lock();
+    flush("synchronize");
+    events.swap(in_flight_);
+  }
+  for (auto& e : events) e->await();
+}
+
+}  // namespace torch_tpu::engine

@@ -1,0 +1,109 @@
+// The execution engine: records ops into a pending program, decides when to
+// flush it (the eager mode), compiles through the cache and launches.
+// Knows nothing of torch.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../pjrt/client.h"
+#include "cache.h"
+#include "metrics.h"
+#include "value.h"
+
+namespace torch_tpu::engine {
+
+enum class Mode {
+  kDeferNever = 0,                 // Strict Eager: one async program per op
+  kDeferNeverAndLaunchBlocking = 1,  // Debug Eager: wait for every op
+  kDeferAndFuse = 2,               // Fused Eager: grow a program until a flush
+  kDeferAll = 3,                   // tracing: flush only when asked
+};
+
+struct Config {
+  std::string plugin_path;        // the PJRT plugin .so
+  int64_t cpu_device_count = 1;   // create option for the CPU plugin
+  std::string cache_dir;          // empty: no disk cache
+};
+
+class Engine {
+ public:
+  // Sets how the engine is created; must precede the first get().
+  static void configure(const Config& config);
+  // The process-wide engine; creates the PJRT client on first use. Throws
+  // pjrt::Error when no plugin can be loaded.
+  static Engine& get();
+  static bool initialized();
+
+  pjrt::Client& client() { return *client_; }
+  int device_count() const { return client_->device_count(); }
+
+  // Recording (callers hold lock()).
+  std::unique_lock<std::recursive_mutex> lock() { return std::unique_lock(mu_); }
+  hlo::Builder& builder() { return *builder_; }
+  // Starts recording an op on `device` (flushes first if the pending program
+  // belongs to another device).
+  void begin(int device);
+  // The node for `v` in the current program: its pending node, or a new
+  // parameter bound to its buffer.
+  hlo::Value use(const ValuePtr& v);
+  // A 0-d program input holding `bits` (a host scalar): values never enter
+  // the program text, so a new value never recompiles.
+  hlo::Value scalar(hlo::ElementType dtype, uint64_t bits);
+  // A new pending value computed by `node`.
+  ValuePtr produce(hlo::Value node);
+  // Ends an op: flushes now or later according to the mode.
+  void end(const char* op);
+
+  // Runs the pending program (if any). `cause` is counted in the metrics.
+  void flush(const char* cause);
+  // Materializes `v` (flushing if it is pending) and returns its buffer.
+  pjrt::BufferPtr buffer(const ValuePtr& v, const char* cause);
+  ValuePtr from_host(const void* data, const hlo::TensorType& type, int device);
+  void to_host(const ValuePtr& v, void* dst, size_t bytes);
+  // Flushes and waits until every launched program finished.
+  void synchronize();
+
+  Mode mode() const { return mode_; }
+  void set_mode(Mode m);
+
+  Metrics& metrics() { return metrics_; }
+  Cache& cache() { return *cache_; }
+
+ private:
+  Engine();
+  void reset_recording();
+
+  std::recursive_mutex mu_;
+  std::unique_ptr<pjrt::Client> client_;
+  std::unique_ptr<Cache> cache_;
+  Metrics metrics_;
+  Mode mode_ = Mode::kDeferNever;
+
+  // The recording.
+  std::unique_ptr<hlo::Builder> builder_;
+  uint64_t epoch_ = 1;
+  int device_ = 0;
+  size_t ops_ = 0;
+  std::vector<pjrt::BufferPtr> inputs_;              // parameter i's buffer
+  std::unordered_map<const pjrt::Buffer*, hlo::Value> bound_;  // buffer → parameter
+  std::vector<std::weak_ptr<DeviceValue>> produced_;  // candidates for outputs
+
+  // Scalars: one device buffer per distinct (dtype, bits, device), reused.
+  std::map<std::tuple<int, uint64_t, int>, pjrt::BufferPtr> scalar_buffers_;
+
+  // The last launched program's completion, for synchronize().
+  std::vector<std::shared_ptr<pjrt::Event>> in_flight_;
+};
+
+// Bytes per element of a builder element type, and its PJRT buffer type.
+size_t element_size(hlo::ElementType t);
+PJRT_Buffer_Type buffer_type(hlo::ElementType t);
+
+}  // namespace torch_tpu::engine

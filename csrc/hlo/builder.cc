@@ -1,0 +1,739 @@
+#include "builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace torch_tpu::hlo {
+
+namespace {
+
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  return s;
+}
+
+std::string type_list(const std::vector<TensorType>& types) {
+  std::string s;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (i) s += ", ";
+    s += types[i].str();
+  }
+  return s;
+}
+
+[[noreturn]] void fail(const std::string& op, const std::string& why) {
+  throw TypeError(op + ": " + why);
+}
+
+std::string shape_str(const std::vector<int64_t>& s) { return "[" + join(s) + "]"; }
+
+std::string padding_dense(const std::vector<std::pair<int64_t, int64_t>>& p) {
+  std::string s = "dense<[";
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (i) s += ", ";
+    s += "[" + std::to_string(p[i].first) + ", " + std::to_string(p[i].second) + "]";
+  }
+  s += "]> : tensor<" + std::to_string(p.size()) + "x2xi64>";
+  if (p.empty()) s = "dense<> : tensor<0x2xi64>";
+  return s;
+}
+
+// MLIR hex spelling of a scalar's bits for a float type of `width` bits.
+std::string hex_bits(uint64_t bits, int width) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%0*llX", width / 4,
+                static_cast<unsigned long long>(bits));
+  return buf;
+}
+
+uint64_t float_bits(ElementType t, double v) {
+  float f = static_cast<float>(v);
+  uint32_t u32;
+  std::memcpy(&u32, &f, 4);
+  switch (t) {
+    case ElementType::kF64: {
+      uint64_t u;
+      std::memcpy(&u, &v, 8);
+      return u;
+    }
+    case ElementType::kF32:
+      return u32;
+    case ElementType::kBF16: {
+      if (std::isnan(f)) return 0x7FC0;
+      uint32_t rounding = 0x7FFF + ((u32 >> 16) & 1);  // round to nearest even
+      return (u32 + rounding) >> 16;
+    }
+    case ElementType::kF16: {
+      // IEEE half, round to nearest even, with subnormals, inf and nan.
+      uint32_t sign = (u32 >> 16) & 0x8000;
+      if (std::isnan(f)) return sign | 0x7E00;
+      float a = std::fabs(f);
+      if (a >= 65520.0f) return sign | 0x7C00;
+      if (a < 6.103515625e-05f) {  // subnormal half: multiples of 2^-24
+        uint32_t m = static_cast<uint32_t>(std::nearbyint(a * 16777216.0f));
+        return sign | m;
+      }
+      uint32_t e = ((u32 >> 23) & 0xFF) - 127 + 15;
+      uint32_t m = u32 & 0x7FFFFF;
+      uint32_t half = (e << 10) | (m >> 13);
+      uint32_t rest = m & 0x1FFF;
+      if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) ++half;
+      return sign | half;
+    }
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+std::string Builder::i64_array(const std::vector<int64_t>& v) {
+  return v.empty() ? "array<i64>" : "array<i64: " + join(v) + ">";
+}
+
+std::string Builder::i64_dense(const std::vector<int64_t>& v) {
+  return "dense<[" + join(v) + "]> : tensor<" + std::to_string(v.size()) + "xi64>";
+}
+
+Builder::Builder() {
+  blocks_.emplace_back();
+  insertion_.push_back(0);
+}
+
+Value Builder::new_value(const TensorType& type) {
+  types_.push_back(type);
+  return Value(static_cast<int>(types_.size()) - 1, &types_.back());
+}
+
+Value Builder::parameter(const TensorType& type) {
+  if (insertion_.size() != 1) fail("parameter", "only the function body takes parameters");
+  Value v = new_value(type);
+  blocks_[0].args.push_back(v.id());
+  params_.push_back(v);
+  donated_.push_back(false);
+  return v;
+}
+
+void Builder::set_donated(size_t index) { donated_.at(index) = true; }
+
+void Builder::set_results(const Values& results) { results_ = results; }
+
+Values Builder::emit(const std::string& name, const Values& operands,
+                     const std::vector<TensorType>& result_types,
+                     const std::string& attributes, std::vector<int> regions) {
+  Op op;
+  op.name = name;
+  op.attributes = attributes;
+  op.regions = std::move(regions);
+  for (const Value& v : operands) {
+    if (!v.valid()) fail(name, "operand is not a value of this builder");
+    op.operands.push_back(v.id());
+  }
+  Values results;
+  for (const TensorType& t : result_types) {
+    Value v = new_value(t);
+    op.results.push_back(v.id());
+    results.push_back(v);
+  }
+  blocks_[insertion_.back()].ops.push_back(std::move(op));
+  ++num_ops_;
+  return results;
+}
+
+Values Builder::op(const std::string& name, const Values& operands,
+                   const std::vector<TensorType>& result_types,
+                   const std::string& attributes) {
+  return emit(name, operands, result_types, attributes);
+}
+
+int Builder::region(const std::vector<TensorType>& arg_types, const RegionFn& body) {
+  blocks_.emplace_back();
+  int index = static_cast<int>(blocks_.size()) - 1;
+  Values args;
+  for (const TensorType& t : arg_types) {
+    Value v = new_value(t);
+    blocks_[index].args.push_back(v.id());
+    args.push_back(v);
+  }
+  insertion_.push_back(index);
+  Values yielded = body(*this, args);
+  std::vector<TensorType> none;
+  emit("stablehlo.return", yielded, none, "");
+  insertion_.pop_back();
+  return index;
+}
+
+// ---- constants ------------------------------------------------------------
+
+Value Builder::constant_bits(ElementType dtype, uint64_t bits) {
+  TensorType t{dtype, {}};
+  std::string literal;
+  if (dtype == ElementType::kPred) {
+    literal = bits ? "true" : "false";
+  } else if (is_float(dtype)) {
+    literal = hex_bits(bits, bit_width(dtype));
+  } else if (is_unsigned(dtype)) {
+    literal = std::to_string(bits);
+  } else if (is_integer(dtype)) {
+    int w = bit_width(dtype);
+    int64_t v = static_cast<int64_t>(bits << (64 - w)) >> (64 - w);
+    literal = std::to_string(v);
+  } else {
+    fail("constant", std::string("unsupported element type ") + mlir_name(dtype));
+  }
+  return emit("stablehlo.constant", {}, {t},
+              "{value = dense<" + literal + "> : " + t.str() + "}")[0];
+}
+
+Value Builder::constant(ElementType dtype, double value) {
+  if (is_float(dtype)) return constant_bits(dtype, float_bits(dtype, value));
+  if (dtype == ElementType::kPred) return constant_bits(dtype, value != 0.0);
+  if (is_complex(dtype)) {
+    ElementType part = dtype == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    TensorType t{dtype, {}};
+    TensorType pt{part, {}};
+    Value re = constant(part, value);
+    Value im = constant(part, 0.0);
+    (void)pt;
+    return emit("stablehlo.complex", {re, im}, {t}, "")[0];
+  }
+  return constant_int(dtype, static_cast<int64_t>(value));
+}
+
+Value Builder::constant_int(ElementType dtype, int64_t value) {
+  if (is_float(dtype) || is_complex(dtype)) return constant(dtype, static_cast<double>(value));
+  return constant_bits(dtype, static_cast<uint64_t>(value));
+}
+
+Value Builder::constant_i64_vector(const std::vector<int64_t>& values) {
+  TensorType t{ElementType::kI64, {static_cast<int64_t>(values.size())}};
+  std::string lit = values.empty() ? "dense<>" : "dense<[" + join(values) + "]>";
+  return emit("stablehlo.constant", {}, {t}, "{value = " + lit + " : " + t.str() + "}")[0];
+}
+
+Value Builder::full(const TensorType& type, double value) {
+  return broadcast_in_dim(constant(type.dtype, value), type.shape, {});
+}
+
+Value Builder::iota(const TensorType& type, int64_t dim) {
+  if (dim < 0 || dim >= type.rank()) fail("iota", "dimension out of range");
+  return emit("stablehlo.iota", {}, {type},
+              "{iota_dimension = " + std::to_string(dim) + " : i64}")[0];
+}
+
+// ---- elementwise ------------------------------------------------------------
+
+Value Builder::binary(const std::string& name, Value a, Value b) {
+  if (a.type() != b.type())
+    fail(name, "operand types differ: " + a.type().str() + " vs " + b.type().str());
+  return emit(name, {a, b}, {a.type()}, "")[0];
+}
+
+Value Builder::unary(const std::string& name, Value x) {
+  return emit(name, {x}, {x.type()}, "")[0];
+}
+
+Value Builder::abs(Value x) {
+  TensorType t = x.type();
+  if (t.dtype == ElementType::kC64) t.dtype = ElementType::kF32;
+  if (t.dtype == ElementType::kC128) t.dtype = ElementType::kF64;
+  return emit("stablehlo.abs", {x}, {t}, "")[0];
+}
+
+Value Builder::is_finite(Value x) {
+  TensorType t{ElementType::kPred, x.shape()};
+  return emit("stablehlo.is_finite", {x}, {t}, "")[0];
+}
+
+Value Builder::compare(Compare direction, Value a, Value b) {
+  static const char* names[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+  if (a.type() != b.type())
+    fail("compare", "operand types differ: " + a.type().str() + " vs " + b.type().str());
+  TensorType t{ElementType::kPred, a.shape()};
+  std::string attrs = std::string("{comparison_direction = #stablehlo<comparison_direction ") +
+                      names[static_cast<int>(direction)] + ">";
+  if (is_float(a.dtype())) attrs += ", compare_type = #stablehlo<comparison_type FLOAT>";
+  attrs += "}";
+  return emit("stablehlo.compare", {a, b}, {t}, attrs)[0];
+}
+
+Value Builder::select(Value pred, Value on_true, Value on_false) {
+  if (pred.dtype() != ElementType::kPred) fail("select", "predicate must be i1");
+  if (on_true.type() != on_false.type())
+    fail("select", "branch types differ: " + on_true.type().str() + " vs " +
+                       on_false.type().str());
+  if (pred.rank() != 0 && pred.shape() != on_true.shape())
+    fail("select", "predicate shape " + shape_str(pred.shape()) + " != " +
+                       shape_str(on_true.shape()));
+  return emit("stablehlo.select", {pred, on_true, on_false}, {on_true.type()}, "")[0];
+}
+
+Value Builder::clamp(Value lo, Value x, Value hi) {
+  for (Value b : {lo, hi})
+    if (b.dtype() != x.dtype() || (b.rank() != 0 && b.shape() != x.shape()))
+      fail("clamp", "bound " + b.type().str() + " does not fit " + x.type().str());
+  return emit("stablehlo.clamp", {lo, x, hi}, {x.type()}, "")[0];
+}
+
+Value Builder::convert(Value x, ElementType dtype) {
+  if (x.dtype() == dtype) return x;
+  return emit("stablehlo.convert", {x}, {TensorType{dtype, x.shape()}}, "")[0];
+}
+
+Value Builder::bitcast_convert(Value x, const TensorType& type) {
+  return emit("stablehlo.bitcast_convert", {x}, {type}, "")[0];
+}
+
+Value Builder::reduce_precision(Value x, int exponent_bits, int mantissa_bits) {
+  if (!is_float(x.dtype())) fail("reduce_precision", "operand must be floating point");
+  return emit("stablehlo.reduce_precision", {x}, {x.type()},
+              "{exponent_bits = " + std::to_string(exponent_bits) +
+                  " : i32, mantissa_bits = " + std::to_string(mantissa_bits) + " : i32}")[0];
+}
+
+// ---- shape ------------------------------------------------------------------
+
+Value Builder::reshape(Value x, const std::vector<int64_t>& shape) {
+  TensorType t{x.dtype(), shape};
+  if (t.numel() != x.type().numel())
+    fail("reshape", "cannot reshape " + x.type().str() + " to " + t.str());
+  if (shape == x.shape()) return x;
+  return emit("stablehlo.reshape", {x}, {t}, "")[0];
+}
+
+Value Builder::broadcast_in_dim(Value x, const std::vector<int64_t>& shape,
+                                const std::vector<int64_t>& dims) {
+  if (static_cast<int64_t>(dims.size()) != x.rank())
+    fail("broadcast_in_dim", "need one dimension per operand dimension");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(shape.size()))
+      fail("broadcast_in_dim", "dimension out of range");
+    if (x.dim(i) != 1 && x.dim(i) != shape[dims[i]])
+      fail("broadcast_in_dim", "cannot broadcast " + x.type().str() + " to " +
+                                   shape_str(shape));
+  }
+  if (x.shape() == shape) {
+    bool identity = true;
+    for (size_t i = 0; i < dims.size(); ++i) identity &= dims[i] == static_cast<int64_t>(i);
+    if (identity) return x;
+  }
+  return emit("stablehlo.broadcast_in_dim", {x}, {TensorType{x.dtype(), shape}},
+              "{broadcast_dimensions = " + i64_array(dims) + "}")[0];
+}
+
+Value Builder::broadcast_to(Value x, const std::vector<int64_t>& shape) {
+  int64_t offset = static_cast<int64_t>(shape.size()) - x.rank();
+  if (offset < 0) fail("broadcast_to", "cannot broadcast " + x.type().str() + " to lower rank");
+  std::vector<int64_t> dims(x.rank());
+  std::iota(dims.begin(), dims.end(), offset);
+  return broadcast_in_dim(x, shape, dims);
+}
+
+Value Builder::transpose(Value x, const std::vector<int64_t>& perm) {
+  if (static_cast<int64_t>(perm.size()) != x.rank()) fail("transpose", "bad permutation");
+  std::vector<int64_t> shape(perm.size());
+  std::vector<bool> seen(perm.size());
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= x.rank() || seen[perm[i]]) fail("transpose", "bad permutation");
+    seen[perm[i]] = true;
+    shape[i] = x.dim(perm[i]);
+    identity &= perm[i] == static_cast<int64_t>(i);
+  }
+  if (identity) return x;
+  return emit("stablehlo.transpose", {x}, {TensorType{x.dtype(), shape}},
+              "{permutation = " + i64_array(perm) + "}")[0];
+}
+
+Value Builder::slice(Value x, const std::vector<int64_t>& start,
+                     const std::vector<int64_t>& limit,
+                     const std::vector<int64_t>& strides_in) {
+  std::vector<int64_t> strides = strides_in;
+  if (strides.empty()) strides.assign(x.rank(), 1);
+  if (static_cast<int64_t>(start.size()) != x.rank() ||
+      static_cast<int64_t>(limit.size()) != x.rank() ||
+      static_cast<int64_t>(strides.size()) != x.rank())
+    fail("slice", "need one start, limit and stride per dimension");
+  std::vector<int64_t> shape(x.rank());
+  bool identity = true;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (start[i] < 0 || limit[i] > x.dim(i) || start[i] > limit[i] || strides[i] < 1)
+      fail("slice", "bad bounds for " + x.type().str());
+    shape[i] = (limit[i] - start[i] + strides[i] - 1) / strides[i];
+    identity &= start[i] == 0 && limit[i] == x.dim(i) && strides[i] == 1;
+  }
+  if (identity) return x;
+  return emit("stablehlo.slice", {x}, {TensorType{x.dtype(), shape}},
+              "{start_indices = " + i64_array(start) + ", limit_indices = " +
+                  i64_array(limit) + ", strides = " + i64_array(strides) + "}")[0];
+}
+
+Value Builder::dynamic_slice(Value x, const Values& starts,
+                             const std::vector<int64_t>& sizes) {
+  if (static_cast<int64_t>(starts.size()) != x.rank() ||
+      static_cast<int64_t>(sizes.size()) != x.rank())
+    fail("dynamic_slice", "need one start and size per dimension");
+  Values operands{x};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return emit("stablehlo.dynamic_slice", operands, {TensorType{x.dtype(), sizes}},
+              "{slice_sizes = " + i64_array(sizes) + "}")[0];
+}
+
+Value Builder::dynamic_update_slice(Value x, Value update, const Values& starts) {
+  if (static_cast<int64_t>(starts.size()) != x.rank() || update.rank() != x.rank() ||
+      update.dtype() != x.dtype())
+    fail("dynamic_update_slice", "update " + update.type().str() + " does not fit " +
+                                     x.type().str());
+  Values operands{x, update};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return emit("stablehlo.dynamic_update_slice", operands, {x.type()}, "")[0];
+}
+
+Value Builder::concatenate(const Values& xs, int64_t dim) {
+  if (xs.empty()) fail("concatenate", "needs at least one operand");
+  if (xs.size() == 1) return xs[0];
+  TensorType t = xs[0].type();
+  if (dim < 0 || dim >= t.rank()) fail("concatenate", "dimension out of range");
+  t.shape[dim] = 0;
+  for (const Value& x : xs) {
+    if (x.dtype() != t.dtype || x.rank() != t.rank())
+      fail("concatenate", "operands differ in type: " + x.type().str());
+    for (int64_t i = 0; i < t.rank(); ++i)
+      if (i != dim && x.dim(i) != xs[0].dim(i))
+        fail("concatenate", "operand shapes differ outside the dimension");
+    t.shape[dim] += x.dim(dim);
+  }
+  return emit("stablehlo.concatenate", xs, {t},
+              "{dimension = " + std::to_string(dim) + " : i64}")[0];
+}
+
+Value Builder::pad(Value x, Value padding_value, const std::vector<int64_t>& low,
+                   const std::vector<int64_t>& high,
+                   const std::vector<int64_t>& interior_in) {
+  std::vector<int64_t> interior = interior_in;
+  if (interior.empty()) interior.assign(x.rank(), 0);
+  if (static_cast<int64_t>(low.size()) != x.rank() ||
+      static_cast<int64_t>(high.size()) != x.rank() ||
+      static_cast<int64_t>(interior.size()) != x.rank())
+    fail("pad", "need one low, high and interior padding per dimension");
+  if (padding_value.rank() != 0 || padding_value.dtype() != x.dtype())
+    fail("pad", "padding value must be a scalar of the operand's type");
+  TensorType t = x.type();
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    int64_t n = x.dim(i);
+    t.shape[i] = low[i] + high[i] + n + (n > 0 ? (n - 1) * interior[i] : 0);
+    if (t.shape[i] < 0) fail("pad", "negative result size");
+  }
+  return emit("stablehlo.pad", {x, padding_value}, {t},
+              "{edge_padding_low = " + i64_array(low) + ", edge_padding_high = " +
+                  i64_array(high) + ", interior_padding = " + i64_array(interior) + "}")[0];
+}
+
+Value Builder::reverse(Value x, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return x;
+  return emit("stablehlo.reverse", {x}, {x.type()},
+              "{dimensions = " + i64_array(dims) + "}")[0];
+}
+
+// ---- contractions -----------------------------------------------------------
+
+Value Builder::dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lb,
+                           const std::vector<int64_t>& rb,
+                           const std::vector<int64_t>& lc,
+                           const std::vector<int64_t>& rc, ElementType result_dtype,
+                           const std::string& precision) {
+  if (lb.size() != rb.size() || lc.size() != rc.size())
+    fail("dot_general", "batch/contracting dimension lists differ in length");
+  for (size_t i = 0; i < lb.size(); ++i)
+    if (lhs.dim(lb[i]) != rhs.dim(rb[i])) fail("dot_general", "batch sizes differ");
+  for (size_t i = 0; i < lc.size(); ++i)
+    if (lhs.dim(lc[i]) != rhs.dim(rc[i]))
+      fail("dot_general", "contracting sizes differ: " + lhs.type().str() + " · " +
+                              rhs.type().str());
+  std::vector<int64_t> shape;
+  for (int64_t d : lb) shape.push_back(lhs.dim(d));
+  auto free_dims = [&](Value v, const std::vector<int64_t>& b, const std::vector<int64_t>& c) {
+    for (int64_t i = 0; i < v.rank(); ++i)
+      if (std::find(b.begin(), b.end(), i) == b.end() &&
+          std::find(c.begin(), c.end(), i) == c.end())
+        shape.push_back(v.dim(i));
+  };
+  free_dims(lhs, lb, lc);
+  free_dims(rhs, rb, rc);
+  std::string attrs = "{dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [" +
+                      join(lb) + "], rhs_batching_dimensions = [" + join(rb) +
+                      "], lhs_contracting_dimensions = [" + join(lc) +
+                      "], rhs_contracting_dimensions = [" + join(rc) + "]>";
+  if (!precision.empty())
+    attrs += ", precision_config = [#stablehlo<precision " + precision +
+             ">, #stablehlo<precision " + precision + ">]";
+  attrs += "}";
+  return emit("stablehlo.dot_general", {lhs, rhs}, {TensorType{result_dtype, shape}}, attrs)[0];
+}
+
+Value Builder::convolution(Value lhs, Value rhs, const TensorType& result,
+                           const ConvDims& d, const ConvOptions& o) {
+  auto letters = [](int64_t batch, int64_t feature, const std::vector<int64_t>& spatial,
+                    char b, char f) {
+    std::vector<std::string> slots(2 + spatial.size());
+    slots.at(batch) = std::string(1, b);
+    slots.at(feature) = std::string(1, f);
+    for (size_t i = 0; i < spatial.size(); ++i) slots.at(spatial[i]) = std::to_string(i);
+    std::string s = "[";
+    for (size_t i = 0; i < slots.size(); ++i) s += (i ? ", " : "") + slots[i];
+    return s + "]";
+  };
+  std::string dims = "#stablehlo.conv<" +
+                     letters(d.input_batch, d.input_feature, d.input_spatial, 'b', 'f') +
+                     "x" +
+                     letters(d.kernel_output_feature, d.kernel_input_feature,
+                             d.kernel_spatial, 'o', 'i') +
+                     "->" +
+                     letters(d.output_batch, d.output_feature, d.output_spatial, 'b', 'f') +
+                     ">";
+  std::string attrs = "{dimension_numbers = " + dims +
+                      ", feature_group_count = " + std::to_string(o.feature_group_count) +
+                      " : i64, batch_group_count = " + std::to_string(o.batch_group_count) +
+                      " : i64";
+  if (!o.window_strides.empty()) attrs += ", window_strides = " + i64_array(o.window_strides);
+  if (!o.padding.empty()) attrs += ", padding = " + padding_dense(o.padding);
+  if (!o.lhs_dilation.empty()) attrs += ", lhs_dilation = " + i64_array(o.lhs_dilation);
+  if (!o.rhs_dilation.empty()) attrs += ", rhs_dilation = " + i64_array(o.rhs_dilation);
+  attrs += "}";
+  return emit("stablehlo.convolution", {lhs, rhs}, {result}, attrs)[0];
+}
+
+// ---- regions ----------------------------------------------------------------
+
+Values Builder::reduce(const Values& inputs, const Values& inits,
+                       const std::vector<int64_t>& dims, const RegionFn& body) {
+  if (inputs.empty() || inputs.size() != inits.size())
+    fail("reduce", "need one init value per input");
+  std::vector<TensorType> results, args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].shape() != inputs[0].shape()) fail("reduce", "inputs differ in shape");
+    TensorType r{inputs[i].dtype(), {}};
+    for (int64_t d = 0; d < inputs[i].rank(); ++d)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end())
+        r.shape.push_back(inputs[i].dim(d));
+    results.push_back(r);
+    args.push_back(TensorType{inputs[i].dtype(), {}});
+  }
+  for (const Value& v : inits) args.push_back(v.type());
+  // Block arguments: (acc_0..acc_n, x_0..x_n), each a scalar.
+  std::vector<TensorType> block_args;
+  for (size_t i = 0; i < inputs.size(); ++i) block_args.push_back(TensorType{inputs[i].dtype(), {}});
+  for (size_t i = 0; i < inputs.size(); ++i) block_args.push_back(TensorType{inputs[i].dtype(), {}});
+  int r = region(block_args, body);
+  Values operands = inputs;
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  return emit("stablehlo.reduce", operands, results,
+              "{dimensions = " + i64_array(dims) + "}", {r});
+}
+
+Values Builder::reduce_window(const Values& inputs, const Values& inits,
+                              const std::vector<int64_t>& window,
+                              const std::vector<int64_t>& strides,
+                              const std::vector<int64_t>& base_dilations,
+                              const std::vector<int64_t>& window_dilations,
+                              const std::vector<std::pair<int64_t, int64_t>>& padding,
+                              const RegionFn& body) {
+  if (inputs.empty() || inputs.size() != inits.size())
+    fail("reduce_window", "need one init value per input");
+  int64_t rank = inputs[0].rank();
+  auto get = [&](const std::vector<int64_t>& v, int64_t i, int64_t dflt) {
+    return v.empty() ? dflt : v.at(i);
+  };
+  std::vector<int64_t> shape(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t n = inputs[0].dim(i);
+    int64_t dilated = n == 0 ? 0 : (n - 1) * get(base_dilations, i, 1) + 1;
+    if (!padding.empty()) dilated += padding[i].first + padding[i].second;
+    int64_t w = (window[i] - 1) * get(window_dilations, i, 1) + 1;
+    int64_t s = get(strides, i, 1);
+    shape[i] = dilated < w ? 0 : (dilated - w) / s + 1;
+  }
+  std::vector<TensorType> results, block_args;
+  for (const Value& v : inputs) {
+    results.push_back(TensorType{v.dtype(), shape});
+    block_args.push_back(TensorType{v.dtype(), {}});
+  }
+  for (const Value& v : inputs) block_args.push_back(TensorType{v.dtype(), {}});
+  int r = region(block_args, body);
+  std::string attrs = "{window_dimensions = " + i64_array(window);
+  if (!strides.empty()) attrs += ", window_strides = " + i64_array(strides);
+  if (!base_dilations.empty()) attrs += ", base_dilations = " + i64_array(base_dilations);
+  if (!window_dilations.empty()) attrs += ", window_dilations = " + i64_array(window_dilations);
+  if (!padding.empty()) attrs += ", padding = " + padding_dense(padding);
+  attrs += "}";
+  Values operands = inputs;
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  return emit("stablehlo.reduce_window", operands, results, attrs, {r});
+}
+
+Value Builder::select_and_scatter(Value operand, Value source, Value init,
+                                  const std::vector<int64_t>& window,
+                                  const std::vector<int64_t>& strides,
+                                  const std::vector<std::pair<int64_t, int64_t>>& padding,
+                                  const RegionFn& select_fn, const RegionFn& scatter_fn) {
+  TensorType s{operand.dtype(), {}};
+  int r1 = region({s, s}, select_fn);
+  int r2 = region({s, s}, scatter_fn);
+  std::string attrs = "{window_dimensions = " + i64_array(window) +
+                      ", window_strides = " + i64_array(strides);
+  if (!padding.empty()) attrs += ", padding = " + padding_dense(padding);
+  attrs += "}";
+  return emit("stablehlo.select_and_scatter", {operand, source, init}, {operand.type()},
+              attrs, {r1, r2})[0];
+}
+
+Values Builder::sort(const Values& inputs, int64_t dim, bool stable,
+                     const RegionFn& comparator) {
+  std::vector<TensorType> results, block_args;
+  for (const Value& v : inputs) {
+    results.push_back(v.type());
+    block_args.push_back(TensorType{v.dtype(), {}});
+    block_args.push_back(TensorType{v.dtype(), {}});
+  }
+  int r = region(block_args, comparator);
+  return emit("stablehlo.sort", inputs, results,
+              "{dimension = " + std::to_string(dim) +
+                  " : i64, is_stable = " + (stable ? "true" : "false") + "}",
+              {r});
+}
+
+Value Builder::gather(Value operand, Value indices, const GatherDims& d,
+                      const std::vector<int64_t>& slice_sizes, const TensorType& result,
+                      bool indices_are_sorted) {
+  std::string attrs =
+      "{dimension_numbers = #stablehlo.gather<offset_dims = [" + join(d.offset_dims) +
+      "], collapsed_slice_dims = [" + join(d.collapsed_slice_dims) +
+      "], operand_batching_dims = [" + join(d.operand_batching_dims) +
+      "], start_indices_batching_dims = [" + join(d.start_indices_batching_dims) +
+      "], start_index_map = [" + join(d.start_index_map) +
+      "], index_vector_dim = " + std::to_string(d.index_vector_dim) +
+      ">, slice_sizes = " + i64_array(slice_sizes) +
+      ", indices_are_sorted = " + (indices_are_sorted ? "true" : "false") + "}";
+  return emit("stablehlo.gather", {operand, indices}, {result}, attrs)[0];
+}
+
+Value Builder::scatter(Value operand, Value indices, Value updates, const ScatterDims& d,
+                       const RegionFn& update, bool indices_are_sorted,
+                       bool unique_indices) {
+  TensorType s{operand.dtype(), {}};
+  int r = region({s, s}, update);
+  std::string attrs =
+      "{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [" +
+      join(d.update_window_dims) + "], inserted_window_dims = [" +
+      join(d.inserted_window_dims) + "], input_batching_dims = [" +
+      join(d.input_batching_dims) + "], scatter_indices_batching_dims = [" +
+      join(d.scatter_indices_batching_dims) + "], scatter_dims_to_operand_dims = [" +
+      join(d.scatter_dims_to_operand_dims) + "], index_vector_dim = " +
+      std::to_string(d.index_vector_dim) + ">, indices_are_sorted = " +
+      (indices_are_sorted ? "true" : "false") +
+      ", unique_indices = " + (unique_indices ? "true" : "false") + "}";
+  return emit("stablehlo.scatter", {operand, indices, updates}, {operand.type()}, attrs, {r})[0];
+}
+
+Values Builder::rng_bit_generator(Value state, const TensorType& result,
+                                  const std::string& algorithm) {
+  return emit("stablehlo.rng_bit_generator", {state}, {state.type(), result},
+              "{rng_algorithm = #stablehlo<rng_algorithm " + algorithm + ">}");
+}
+
+Value Builder::cholesky(Value a, bool lower) {
+  return emit("stablehlo.cholesky", {a}, {a.type()},
+              std::string("{lower = ") + (lower ? "true" : "false") + "}")[0];
+}
+
+Value Builder::triangular_solve(Value a, Value b, bool left_side, bool lower,
+                                bool unit_diagonal, bool transpose_a) {
+  auto flag = [](bool v) { return v ? "true" : "false"; };
+  return emit("stablehlo.triangular_solve", {a, b}, {b.type()},
+              std::string("{left_side = ") + flag(left_side) + ", lower = " + flag(lower) +
+                  ", unit_diagonal = " + flag(unit_diagonal) +
+                  ", transpose_a = #stablehlo<transpose " +
+                  (transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE") + ">}")[0];
+}
+
+Values Builder::while_loop(const Values& init, const RegionFn& cond, const RegionFn& body) {
+  std::vector<TensorType> types;
+  for (const Value& v : init) types.push_back(v.type());
+  int c = region(types, cond);
+  int b = region(types, body);
+  return emit("stablehlo.while", init, types, "", {c, b});
+}
+
+// ---- printing ---------------------------------------------------------------
+
+void Builder::print_block(std::string& out, const Block& block, int indent) const {
+  std::string pad(indent, ' ');
+  for (const Op& op : block.ops) {
+    out += pad;
+    if (!op.results.empty()) {
+      for (size_t i = 0; i < op.results.size(); ++i) {
+        out += i ? ", %" : "%";
+        out += std::to_string(op.results[i]);
+      }
+      out += " = ";
+    }
+    out += "\"" + op.name + "\"(";
+    std::vector<TensorType> operand_types, result_types;
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      out += i ? ", %" : "%";
+      out += std::to_string(op.operands[i]);
+      operand_types.push_back(types_[op.operands[i]]);
+    }
+    out += ")";
+    if (!op.regions.empty()) {
+      out += " (";
+      for (size_t r = 0; r < op.regions.size(); ++r) {
+        const Block& body = blocks_[op.regions[r]];
+        out += r ? ", {\n" : "{\n";
+        out += pad + "  ^bb0(";
+        for (size_t i = 0; i < body.args.size(); ++i) {
+          out += i ? ", %" : "%";
+          out += std::to_string(body.args[i]) + ": " + types_[body.args[i]].str();
+        }
+        out += "):\n";
+        print_block(out, body, indent + 4);
+        out += pad + "}";
+      }
+      out += ")";
+    }
+    if (!op.attributes.empty()) out += " " + op.attributes;
+    for (int id : op.results) result_types.push_back(types_[id]);
+    out += " : (" + type_list(operand_types) + ") -> ";
+    out += result_types.size() == 1 ? result_types[0].str() : "(" + type_list(result_types) + ")";
+    out += "\n";
+  }
+}
+
+std::string Builder::module() const {
+  std::string out = "module @torch_tpu {\n  func.func public @main(";
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (i) out += ", ";
+    out += "%" + std::to_string(params_[i].id()) + ": " + params_[i].type().str();
+    if (donated_[i]) out += " {jax.buffer_donor = true}";
+  }
+  out += ") -> (";
+  std::vector<TensorType> result_types;
+  for (const Value& v : results_) result_types.push_back(v.type());
+  out += type_list(result_types) + ") {\n";
+  print_block(out, blocks_[0], 4);
+  out += "    \"func.return\"(";
+  for (size_t i = 0; i < results_.size(); ++i) {
+    out += i ? ", %" : "%";
+    out += std::to_string(results_[i].id());
+  }
+  out += ") : (" + type_list(result_types) + ") -> ()\n  }\n}\n";
+  return out;
+}
+
+}  // namespace torch_tpu::hlo

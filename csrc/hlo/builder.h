@@ -1,0 +1,241 @@
+// A typed StableHLO builder. Values carry their tensor types; each op method
+// checks its operands, infers (or checks) the result type and appends one
+// operation. `module()` prints the function as MLIR text in the generic op
+// form, the spelling every plugin version parses.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "types.h"
+
+namespace torch_tpu::hlo {
+
+class Builder;
+
+// An SSA value of a Builder. Cheap to copy; valid while its Builder lives.
+class Value {
+ public:
+  Value() = default;
+  bool valid() const { return type_ != nullptr; }
+  int id() const { return id_; }
+  const TensorType& type() const { return *type_; }
+  ElementType dtype() const { return type_->dtype; }
+  const std::vector<int64_t>& shape() const { return type_->shape; }
+  int64_t rank() const { return type_->rank(); }
+  int64_t dim(int64_t i) const { return type_->shape.at(i); }
+
+ private:
+  friend class Builder;
+  Value(int id, const TensorType* type) : id_(id), type_(type) {}
+  int id_ = -1;
+  const TensorType* type_ = nullptr;  // owned by the Builder's type table
+};
+
+using Values = std::vector<Value>;
+// Builds the body of a region (reduce, sort, scatter, ...) from its block
+// arguments and returns the values to yield.
+using RegionFn = std::function<Values(Builder&, const Values&)>;
+
+enum class Compare { kEQ, kNE, kLT, kLE, kGT, kGE };
+
+struct GatherDims {
+  std::vector<int64_t> offset_dims, collapsed_slice_dims, operand_batching_dims,
+      start_indices_batching_dims, start_index_map;
+  int64_t index_vector_dim = 0;
+};
+
+struct ScatterDims {
+  std::vector<int64_t> update_window_dims, inserted_window_dims,
+      input_batching_dims, scatter_indices_batching_dims,
+      scatter_dims_to_operand_dims;
+  int64_t index_vector_dim = 0;
+};
+
+struct ConvDims {
+  int64_t input_batch = 0, input_feature = 1;
+  std::vector<int64_t> input_spatial;
+  int64_t kernel_output_feature = 0, kernel_input_feature = 1;
+  std::vector<int64_t> kernel_spatial;
+  int64_t output_batch = 0, output_feature = 1;
+  std::vector<int64_t> output_spatial;
+};
+
+struct ConvOptions {
+  std::vector<int64_t> window_strides, lhs_dilation, rhs_dilation;
+  std::vector<std::pair<int64_t, int64_t>> padding;
+  int64_t feature_group_count = 1, batch_group_count = 1;
+};
+
+class Builder {
+ public:
+  Builder();
+
+  // ---- function signature -------------------------------------------------
+  Value parameter(const TensorType& type);
+  void set_results(const Values& results);
+  const Values& parameters() const { return params_; }
+  const Values& results() const { return results_; }
+  // Marks parameter `index` as donated: its buffer may be reused for outputs.
+  void set_donated(size_t index);
+
+  // The module as MLIR text; the function is public @main.
+  std::string module() const;
+  size_t num_ops() const { return num_ops_; }
+
+  // ---- constants and shapes ----------------------------------------------
+  Value constant(ElementType dtype, double value);  // scalar
+  Value constant_int(ElementType dtype, int64_t value);
+  Value constant_bits(ElementType dtype, uint64_t bits);  // scalar, raw bits
+  Value constant_i64_vector(const std::vector<int64_t>& values);
+  Value full(const TensorType& type, double value);  // broadcast scalar
+  Value zeros(const TensorType& type) { return full(type, 0.0); }
+  Value iota(const TensorType& type, int64_t dim);
+
+  // ---- elementwise -------------------------------------------------------
+  Value add(Value a, Value b) { return binary("stablehlo.add", a, b); }
+  Value sub(Value a, Value b) { return binary("stablehlo.subtract", a, b); }
+  Value mul(Value a, Value b) { return binary("stablehlo.multiply", a, b); }
+  Value div(Value a, Value b) { return binary("stablehlo.divide", a, b); }
+  Value rem(Value a, Value b) { return binary("stablehlo.remainder", a, b); }
+  Value pow(Value a, Value b) { return binary("stablehlo.power", a, b); }
+  Value max(Value a, Value b) { return binary("stablehlo.maximum", a, b); }
+  Value min(Value a, Value b) { return binary("stablehlo.minimum", a, b); }
+  Value and_(Value a, Value b) { return binary("stablehlo.and", a, b); }
+  Value or_(Value a, Value b) { return binary("stablehlo.or", a, b); }
+  Value xor_(Value a, Value b) { return binary("stablehlo.xor", a, b); }
+  Value atan2(Value a, Value b) { return binary("stablehlo.atan2", a, b); }
+  Value shift_left(Value a, Value b) { return binary("stablehlo.shift_left", a, b); }
+  Value shift_right_arithmetic(Value a, Value b) {
+    return binary("stablehlo.shift_right_arithmetic", a, b);
+  }
+  Value shift_right_logical(Value a, Value b) {
+    return binary("stablehlo.shift_right_logical", a, b);
+  }
+  // Any same-type binary op by name (stablehlo.* or chlo.*).
+  Value binary(const std::string& name, Value a, Value b);
+  // Any same-type unary op by name, e.g. "stablehlo.exponential", "chlo.erf".
+  Value unary(const std::string& name, Value x);
+  Value neg(Value x) { return unary("stablehlo.negate", x); }
+  Value abs(Value x);  // complex → real
+  Value exp(Value x) { return unary("stablehlo.exponential", x); }
+  Value log(Value x) { return unary("stablehlo.log", x); }
+  Value sqrt(Value x) { return unary("stablehlo.sqrt", x); }
+  Value rsqrt(Value x) { return unary("stablehlo.rsqrt", x); }
+  Value tanh(Value x) { return unary("stablehlo.tanh", x); }
+  Value logistic(Value x) { return unary("stablehlo.logistic", x); }
+  Value floor(Value x) { return unary("stablehlo.floor", x); }
+  Value ceil(Value x) { return unary("stablehlo.ceil", x); }
+  Value not_(Value x) { return unary("stablehlo.not", x); }
+  Value is_finite(Value x);  // → i1
+  Value compare(Compare direction, Value a, Value b);  // → i1
+  Value select(Value pred, Value on_true, Value on_false);
+  Value clamp(Value lo, Value x, Value hi);
+  Value convert(Value x, ElementType dtype);
+  Value bitcast_convert(Value x, const TensorType& type);
+  Value reduce_precision(Value x, int exponent_bits, int mantissa_bits);
+
+  // ---- shape -------------------------------------------------------------
+  Value reshape(Value x, const std::vector<int64_t>& shape);
+  Value broadcast_in_dim(Value x, const std::vector<int64_t>& shape,
+                         const std::vector<int64_t>& dims);
+  // Numpy-style: aligns trailing dims of x with `shape`.
+  Value broadcast_to(Value x, const std::vector<int64_t>& shape);
+  Value transpose(Value x, const std::vector<int64_t>& permutation);
+  Value slice(Value x, const std::vector<int64_t>& start,
+              const std::vector<int64_t>& limit,
+              const std::vector<int64_t>& strides = {});
+  Value dynamic_slice(Value x, const Values& starts,
+                      const std::vector<int64_t>& sizes);
+  Value dynamic_update_slice(Value x, Value update, const Values& starts);
+  Value concatenate(const Values& xs, int64_t dim);
+  Value pad(Value x, Value padding_value, const std::vector<int64_t>& low,
+            const std::vector<int64_t>& high,
+            const std::vector<int64_t>& interior = {});
+  Value reverse(Value x, const std::vector<int64_t>& dims);
+
+  // ---- contractions ------------------------------------------------------
+  // Result dtype defaults to the operands'; `precision` is "DEFAULT", "HIGH"
+  // or "HIGHEST" (the TPU pass count hint).
+  Value dot_general(Value lhs, Value rhs, const std::vector<int64_t>& lhs_batch,
+                    const std::vector<int64_t>& rhs_batch,
+                    const std::vector<int64_t>& lhs_contract,
+                    const std::vector<int64_t>& rhs_contract,
+                    ElementType result_dtype, const std::string& precision = "");
+  Value convolution(Value lhs, Value rhs, const TensorType& result,
+                    const ConvDims& dims, const ConvOptions& options);
+
+  // ---- regions -----------------------------------------------------------
+  Values reduce(const Values& inputs, const Values& inits,
+                const std::vector<int64_t>& dims, const RegionFn& body);
+  Values reduce_window(const Values& inputs, const Values& inits,
+                       const std::vector<int64_t>& window,
+                       const std::vector<int64_t>& strides,
+                       const std::vector<int64_t>& base_dilations,
+                       const std::vector<int64_t>& window_dilations,
+                       const std::vector<std::pair<int64_t, int64_t>>& padding,
+                       const RegionFn& body);
+  Value select_and_scatter(Value operand, Value source, Value init,
+                           const std::vector<int64_t>& window,
+                           const std::vector<int64_t>& strides,
+                           const std::vector<std::pair<int64_t, int64_t>>& padding,
+                           const RegionFn& select, const RegionFn& scatter);
+  Values sort(const Values& inputs, int64_t dim, bool stable,
+              const RegionFn& comparator);
+  Value gather(Value operand, Value indices, const GatherDims& dims,
+               const std::vector<int64_t>& slice_sizes, const TensorType& result,
+               bool indices_are_sorted = false);
+  Value scatter(Value operand, Value indices, Value updates,
+                const ScatterDims& dims, const RegionFn& update,
+                bool indices_are_sorted = false, bool unique_indices = false);
+  // Returns {new_state, bits}; algorithm is "DEFAULT", "THREE_FRY" or "PHILOX".
+  Values rng_bit_generator(Value state, const TensorType& result,
+                           const std::string& algorithm = "THREE_FRY");
+  Value cholesky(Value a, bool lower);
+  Value triangular_solve(Value a, Value b, bool left_side, bool lower,
+                         bool unit_diagonal, bool transpose_a);
+  // While loop over `init`; `cond` yields one i1 scalar, `body` the new state.
+  Values while_loop(const Values& init, const RegionFn& cond, const RegionFn& body);
+
+  // Escape hatch for ops without a method yet: explicit result types and
+  // pre-formatted attributes ("{...}" or "").
+  Values op(const std::string& name, const Values& operands,
+            const std::vector<TensorType>& result_types,
+            const std::string& attributes = "");
+
+  // ---- attribute spelling (shared with lowerings that use op()) ------------
+  static std::string i64_array(const std::vector<int64_t>& v);   // array<i64: 1, 2>
+  static std::string i64_dense(const std::vector<int64_t>& v);   // dense<[1, 2]> : tensor<2xi64>
+
+ private:
+  struct Op {
+    std::string name;
+    std::vector<int> operands;
+    std::vector<int> results;
+    std::string attributes;
+    std::vector<int> regions;  // indices into blocks_
+  };
+  struct Block {
+    std::vector<int> args;
+    std::vector<Op> ops;
+  };
+
+  Value new_value(const TensorType& type);
+  Values emit(const std::string& name, const Values& operands,
+              const std::vector<TensorType>& result_types,
+              const std::string& attributes, std::vector<int> regions = {});
+  // Builds a region whose block takes `arg_types` and yields body's results.
+  int region(const std::vector<TensorType>& arg_types, const RegionFn& body);
+  void print_block(std::string& out, const Block& block, int indent) const;
+
+  std::deque<TensorType> types_;  // value id → type; deque keeps addresses
+  std::deque<Block> blocks_;      // blocks_[0] is the function body
+  std::vector<int> insertion_;    // stack of block indices being built
+  Values params_, results_;
+  std::vector<bool> donated_;
+  size_t num_ops_ = 0;
+};
+
+}  // namespace torch_tpu::hlo

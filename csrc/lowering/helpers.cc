@@ -1,0 +1,191 @@
+#include "helpers.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace torch_tpu::lowering {
+
+Category category(ElementType t) {
+  if (t == ElementType::kPred) return Category::kBool;
+  if (hlo::is_complex(t)) return Category::kComplex;
+  if (hlo::is_float(t)) return Category::kFloat;
+  return Category::kInt;
+}
+
+namespace {
+// Index into the promotion lattice table below.
+int lattice_index(ElementType t) {
+  switch (t) {
+    case ElementType::kU8: return 0;
+    case ElementType::kI8: return 1;
+    case ElementType::kI16: return 2;
+    case ElementType::kI32: return 3;
+    case ElementType::kI64: return 4;
+    case ElementType::kF16: return 5;
+    case ElementType::kF32: return 6;
+    case ElementType::kF64: return 7;
+    case ElementType::kC64: return 8;
+    case ElementType::kC128: return 9;
+    case ElementType::kPred: return 10;
+    case ElementType::kBF16: return 11;
+    default: return -1;
+  }
+}
+}  // namespace
+
+ElementType promote_types(ElementType a, ElementType b) {
+  if (a == b) return a;
+  using E = ElementType;
+  // Rows/columns: u8 i8 i16 i32 i64 f16 f32 f64 c64 c128 b1 bf16 (torch's table).
+  static const E table[12][12] = {
+      /* u8 */ {E::kU8, E::kI16, E::kI16, E::kI32, E::kI64, E::kF16, E::kF32, E::kF64, E::kC64, E::kC128, E::kU8, E::kBF16},
+      /* i8 */ {E::kI16, E::kI8, E::kI16, E::kI32, E::kI64, E::kF16, E::kF32, E::kF64, E::kC64, E::kC128, E::kI8, E::kBF16},
+      /* i16 */ {E::kI16, E::kI16, E::kI16, E::kI32, E::kI64, E::kF16, E::kF32, E::kF64, E::kC64, E::kC128, E::kI16, E::kBF16},
+      /* i32 */ {E::kI32, E::kI32, E::kI32, E::kI32, E::kI64, E::kF16, E::kF32, E::kF64, E::kC64, E::kC128, E::kI32, E::kBF16},
+      /* i64 */ {E::kI64, E::kI64, E::kI64, E::kI64, E::kI64, E::kF16, E::kF32, E::kF64, E::kC64, E::kC128, E::kI64, E::kBF16},
+      /* f16 */ {E::kF16, E::kF16, E::kF16, E::kF16, E::kF16, E::kF16, E::kF32, E::kF64, E::kC64, E::kC128, E::kF16, E::kF32},
+      /* f32 */ {E::kF32, E::kF32, E::kF32, E::kF32, E::kF32, E::kF32, E::kF32, E::kF64, E::kC64, E::kC128, E::kF32, E::kF32},
+      /* f64 */ {E::kF64, E::kF64, E::kF64, E::kF64, E::kF64, E::kF64, E::kF64, E::kF64, E::kC128, E::kC128, E::kF64, E::kF64},
+      /* c64 */ {E::kC64, E::kC64, E::kC64, E::kC64, E::kC64, E::kC64, E::kC64, E::kC128, E::kC64, E::kC128, E::kC64, E::kC64},
+      /* c128 */ {E::kC128, E::kC128, E::kC128, E::kC128, E::kC128, E::kC128, E::kC128, E::kC128, E::kC128, E::kC128, E::kC128, E::kC128},
+      /* b1 */ {E::kU8, E::kI8, E::kI16, E::kI32, E::kI64, E::kF16, E::kF32, E::kF64, E::kC64, E::kC128, E::kPred, E::kBF16},
+      /* bf16 */ {E::kBF16, E::kBF16, E::kBF16, E::kBF16, E::kBF16, E::kF32, E::kF32, E::kF64, E::kC64, E::kC128, E::kBF16, E::kBF16},
+  };
+  int i = lattice_index(a), j = lattice_index(b);
+  if (i < 0 || j < 0) throw Unsupported(std::string("type promotion of ") + hlo::mlir_name(a) +
+                                        " and " + hlo::mlir_name(b));
+  return table[i][j];
+}
+
+ElementType result_type(const Args& args, std::initializer_list<size_t> indices) {
+  std::optional<ElementType> tiers[3];  // dim>0, 0-dim, python scalar
+  for (size_t i : indices) {
+    const Arg& a = args.at(i);
+    if (a.kind != Arg::kTensor) continue;
+    ElementType t = a.tensor.dtype();
+    int tier = a.scalar ? 2 : (a.tensor.rank() == 0 ? 1 : 0);
+    if (a.scalar) {  // python numbers take the default type of their category
+      switch (category(t)) {
+        case Category::kBool: t = ElementType::kPred; break;
+        case Category::kInt: t = ElementType::kI64; break;
+        case Category::kFloat: t = ElementType::kF32; break;
+        case Category::kComplex: t = ElementType::kC64; break;
+      }
+    }
+    tiers[tier] = tiers[tier] ? promote_types(*tiers[tier], t) : t;
+  }
+  std::optional<ElementType> result;
+  for (auto& tier : tiers) {
+    if (!tier) continue;
+    if (!result) result = tier;
+    else if (category(*tier) > category(*result)) result = promote_types(*result, *tier);
+  }
+  if (!result) throw Unsupported("result_type: no tensor arguments");
+  return *result;
+}
+
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a,
+                                      const std::vector<int64_t>& b) {
+  size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1) throw Unsupported("shapes do not broadcast");
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+Value coerce(Builder& b, Value v, ElementType dtype, const std::vector<int64_t>& shape) {
+  return b.broadcast_to(b.convert(v, dtype), shape);
+}
+
+int64_t wrap_dim(int64_t dim, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (dim < -r || dim >= r) throw Unsupported("dimension out of range");
+  return dim < 0 ? dim + r : dim;
+}
+
+std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) out.push_back(wrap_dim(d, rank));
+  return out;
+}
+
+Value splat(Builder& b, double value, ElementType dtype, const std::vector<int64_t>& shape) {
+  return b.broadcast_in_dim(b.constant(dtype, value), shape, {});
+}
+
+double lowest(ElementType t) {
+  switch (t) {
+    case ElementType::kPred: return 0;
+    case ElementType::kI8: return -128;
+    case ElementType::kI16: return -32768;
+    case ElementType::kI32: return -2147483648.0;
+    case ElementType::kI64: return static_cast<double>(std::numeric_limits<int64_t>::min());
+    case ElementType::kU8: case ElementType::kU16: case ElementType::kU32: case ElementType::kU64:
+      return 0;
+    default: return -std::numeric_limits<double>::infinity();
+  }
+}
+
+double highest(ElementType t) {
+  switch (t) {
+    case ElementType::kPred: return 1;
+    case ElementType::kI8: return 127;
+    case ElementType::kI16: return 32767;
+    case ElementType::kI32: return 2147483647.0;
+    case ElementType::kI64: return 9223372036854775807.0;
+    case ElementType::kU8: return 255;
+    case ElementType::kU16: return 65535;
+    case ElementType::kU32: return 4294967295.0;
+    case ElementType::kU64: return 18446744073709551615.0;
+    default: return std::numeric_limits<double>::infinity();
+  }
+}
+
+namespace {
+Value monoid(Builder& b, Value x, const std::vector<int64_t>& dims, Value init,
+             Value (Builder::*op)(Value, Value)) {
+  if (dims.empty()) return x;
+  return b.reduce({x}, {init}, dims, [op](Builder& b, const Values& a) {
+    return Values{(b.*op)(a[0], a[1])};
+  })[0];
+}
+// Integer extremes as exact constants (doubles cannot hold int64 limits).
+Value extreme(Builder& b, ElementType t, bool low) {
+  if (t == ElementType::kI64)
+    return b.constant_int(t, low ? std::numeric_limits<int64_t>::min()
+                                 : std::numeric_limits<int64_t>::max());
+  if (t == ElementType::kU64)
+    return b.constant_bits(t, low ? 0 : ~uint64_t{0});
+  return b.constant(t, low ? lowest(t) : highest(t));
+}
+}  // namespace
+
+Value reduce_sum(Builder& b, Value x, const std::vector<int64_t>& dims) {
+  if (x.dtype() == ElementType::kPred) {
+    return monoid(b, x, dims, b.constant(x.dtype(), 0), &Builder::or_);
+  }
+  return monoid(b, x, dims, b.constant(x.dtype(), 0), &Builder::add);
+}
+Value reduce_max(Builder& b, Value x, const std::vector<int64_t>& dims) {
+  return monoid(b, x, dims, extreme(b, x.dtype(), true), &Builder::max);
+}
+Value reduce_min(Builder& b, Value x, const std::vector<int64_t>& dims) {
+  return monoid(b, x, dims, extreme(b, x.dtype(), false), &Builder::min);
+}
+
+Value keepdim(Builder& b, Value x, const std::vector<int64_t>& shape,
+              const std::vector<int64_t>& dims) {
+  std::vector<int64_t> kept = shape;
+  for (int64_t d : dims) kept[d] = 1;
+  return b.reshape(x, kept);
+}
+
+ElementType accumulation_type(ElementType t) {
+  return (t == ElementType::kF16 || t == ElementType::kBF16) ? ElementType::kF32 : t;
+}
+
+}  // namespace torch_tpu::lowering

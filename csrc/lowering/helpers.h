@@ -1,0 +1,54 @@
+// Shared rules for lowerings: PyTorch type promotion, broadcasting, dims.
+#pragma once
+
+#include "registry.h"
+
+namespace torch_tpu::lowering {
+
+enum class Category { kBool, kInt, kFloat, kComplex };
+Category category(ElementType t);
+
+// torch.promote_types.
+ElementType promote_types(ElementType a, ElementType b);
+// torch.result_type over the tensor arguments at `indices`: dim>0 tensors,
+// then 0-dim tensors, then Python scalars, each tier only raising the
+// category (PyTorch's three-tier rule).
+ElementType result_type(const Args& args, std::initializer_list<size_t> indices);
+
+// The shape two shapes broadcast to (numpy rules); throws Unsupported.
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a,
+                                      const std::vector<int64_t>& b);
+// Converts `v` to `dtype` and broadcasts it to `shape`.
+Value coerce(Builder& b, Value v, ElementType dtype, const std::vector<int64_t>& shape);
+// Converts and broadcasts to `t`.
+inline Value coerce(Builder& b, Value v, const TensorType& t) {
+  return coerce(b, v, t.dtype, t.shape);
+}
+
+// Normalizes a possibly negative dim for a tensor of `rank` (rank 0 acts as 1).
+int64_t wrap_dim(int64_t dim, int64_t rank);
+std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank);
+
+// Scalar constant of `dtype` broadcast to `like`'s shape.
+Value splat(Builder& b, double value, ElementType dtype, const std::vector<int64_t>& shape);
+inline Value splat_like(Builder& b, double value, Value like) {
+  return splat(b, value, like.dtype(), like.shape());
+}
+
+// Reductions with a monoid body, over `dims`.
+Value reduce_sum(Builder& b, Value x, const std::vector<int64_t>& dims);
+Value reduce_max(Builder& b, Value x, const std::vector<int64_t>& dims);
+Value reduce_min(Builder& b, Value x, const std::vector<int64_t>& dims);
+// Largest/smallest finite-or-infinite value of a type (init for max/min).
+double lowest(ElementType t);
+double highest(ElementType t);
+
+// Keeps reduced dims as size 1: reshapes `x` reduced over `dims` of `shape`.
+Value keepdim(Builder& b, Value x, const std::vector<int64_t>& shape,
+              const std::vector<int64_t>& dims);
+
+// The result of `x` accumulated in f32 when it is a 16-bit float (as PyTorch
+// does on CPU for sums), else `x` unchanged.
+ElementType accumulation_type(ElementType t);
+
+}  // namespace torch_tpu::lowering

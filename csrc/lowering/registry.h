@@ -1,0 +1,88 @@
+// The lowering registry: ATen operator name ("aten::add.Tensor") → a pure
+// function that builds StableHLO for it. Knows nothing of torch or PJRT: the
+// aten layer converts a call's arguments into `Args` and hands over the output
+// types that PyTorch's own shape functions computed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../hlo/builder.h"
+
+namespace torch_tpu::lowering {
+
+using hlo::Builder;
+using hlo::ElementType;
+using hlo::TensorType;
+using hlo::Value;
+using hlo::Values;
+
+// One argument of an ATen call, converted.
+struct Arg {
+  enum Kind { kNone, kTensor, kTensorList, kInt, kDouble, kBool, kIntList,
+              kDoubleList, kBoolList, kString, kDtype, kGenerator };
+  Kind kind = kNone;
+  Value tensor;              // kTensor; kGenerator: ui64[2] (seed, offset)
+  Values tensors;            // kTensorList (an absent optional is invalid)
+  bool scalar = false;       // kTensor from a Python number: weak for promotion
+  int64_t i = 0;             // kInt
+  double d = 0;              // kDouble
+  bool b = false;            // kBool
+  std::vector<int64_t> ints; // kIntList
+  std::vector<double> doubles;
+  std::vector<bool> bools;
+  std::string s;             // kString
+  ElementType dtype = ElementType::kF32;  // kDtype
+
+  bool none() const { return kind == kNone; }
+};
+using Args = std::vector<Arg>;
+
+// Matmul numerics for f32 operands (see ARCHITECTURE.md, Precision).
+enum class Precision { kDefault, kHigh, kHighest, kFloat32 };
+
+struct Context {
+  Builder& b;
+  std::vector<TensorType> outputs;  // the result types PyTorch computed
+  Precision precision = Precision::kDefault;
+  std::string op;                   // "aten::add.Tensor", for messages
+
+  const TensorType& out(size_t i = 0) const { return outputs.at(i); }
+};
+
+using LoweringFn = std::function<Values(Context&, const Args&)>;
+
+// Thrown by a lowering for an argument combination it does not support; the
+// aten layer turns it into NotImplementedError (or the CPU fallback).
+struct Unsupported : std::exception {
+  explicit Unsupported(std::string m) : message(std::move(m)) {}
+  const char* what() const noexcept override { return message.c_str(); }
+  std::string message;
+};
+
+class Registry {
+ public:
+  static Registry& get();  // all families registered on first use
+  void add(const std::string& op, LoweringFn fn);
+  const LoweringFn* find(const std::string& op) const;
+  std::vector<std::string> ops() const;
+
+ private:
+  std::map<std::string, LoweringFn> fns_;
+};
+
+// One registration function per op family (a file each).
+void register_elementwise(Registry& r);
+void register_reduction(Registry& r);
+void register_linalg(Registry& r);
+void register_shape(Registry& r);
+void register_indexing(Registry& r);
+void register_nn(Registry& r);
+void register_random(Registry& r);
+void register_factory(Registry& r);
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,40 @@
+// An owned PJRT_Buffer: one array on one device.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "api.h"
+
+namespace torch_tpu::pjrt {
+
+class Buffer {
+ public:
+  Buffer(const PJRT_Api* api, PJRT_Buffer* buffer) : api_(api), buffer_(buffer) {}
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  PJRT_Buffer* get() const { return buffer_; }
+  PJRT_Buffer_Type element_type() const;
+  std::vector<int64_t> dims() const;
+  size_t on_device_size() const;
+
+  // Waits until the buffer's contents are defined (its producer finished).
+  void await_ready() const;
+  // Copies the whole buffer, dense row-major, into `dst` (`size` bytes).
+  // Blocks until the copy is done.
+  void to_host(void* dst, size_t size) const;
+
+ private:
+  const PJRT_Api* api_;  // the plugin's table, alive for the process
+  PJRT_Buffer* buffer_;
+};
+
+using BufferPtr = std::shared_ptr<Buffer>;
+
+// Bytes per element of a PJRT buffer type (0 for sub-byte or unknown types).
+size_t element_size(PJRT_Buffer_Type type);
+
+}  // namespace torch_tpu::pjrt

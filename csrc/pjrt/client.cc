@@ -1,0 +1,174 @@
+#include "client.h"
+
+namespace torch_tpu::pjrt {
+
+namespace {
+
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+void put_int_field(std::string& out, int field, int64_t v) {
+  put_varint(out, static_cast<uint64_t>(field) << 3);  // wire type 0
+  put_varint(out, static_cast<uint64_t>(v));
+}
+
+}  // namespace
+
+std::string default_compile_options() {
+  // ExecutableBuildOptionsProto fields: device_ordinal = 1,
+  // num_replicas = 4, num_partitions = 5.
+  // CompileOptionsProto fields: executable_build_options = 3,
+  // compile_portable_executable = 4.
+  std::string build;
+  put_int_field(build, 1, -1);
+  put_int_field(build, 4, 1);
+  put_int_field(build, 5, 1);
+  std::string out;
+  put_varint(out, (3u << 3) | 2u);  // wire type 2: length-delimited
+  put_varint(out, build.size());
+  out += build;
+  // compile_portable_executable = 4: the executable runs on whichever device
+  // execute() names, so one compiled program serves tpu:0, tpu:1, ...
+  put_int_field(out, 4, 1);
+  return out;
+}
+
+Client::Client(std::shared_ptr<Plugin> plugin,
+               const std::map<std::string, Attribute>& options)
+    : plugin_(std::move(plugin)), api_(plugin_->api()) {
+  std::vector<PJRT_NamedValue> values;
+  values.reserve(options.size());
+  for (const auto& [name, value] : options) {
+    PJRT_NamedValue v;
+    std::memset(&v, 0, sizeof(v));
+    v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    v.name = name.c_str();
+    v.name_size = name.size();
+    if (auto* i = std::get_if<int64_t>(&value)) {
+      v.type = PJRT_NamedValue_kInt64;
+      v.int64_value = *i;
+      v.value_size = 1;
+    } else if (auto* s = std::get_if<std::string>(&value)) {
+      v.type = PJRT_NamedValue_kString;
+      v.string_value = s->c_str();
+      v.value_size = s->size();
+    } else if (auto* b = std::get_if<bool>(&value)) {
+      v.type = PJRT_NamedValue_kBool;
+      v.bool_value = *b;
+      v.value_size = 1;
+    } else if (auto* f = std::get_if<float>(&value)) {
+      v.type = PJRT_NamedValue_kFloat;
+      v.float_value = *f;
+      v.value_size = 1;
+    } else if (auto* l = std::get_if<std::vector<int64_t>>(&value)) {
+      v.type = PJRT_NamedValue_kInt64List;
+      v.int64_array_value = l->data();
+      v.value_size = l->size();
+    }
+    values.push_back(v);
+  }
+  auto a = PJRT_ARGS(PJRT_Client_Create);
+  a.create_options = values.data();
+  a.num_options = values.size();
+  PJRT_CALL(api_, PJRT_Client_Create, a);
+  client_ = a.client;
+
+  auto d = PJRT_ARGS(PJRT_Client_AddressableDevices);
+  d.client = client_;
+  PJRT_CALL(api_, PJRT_Client_AddressableDevices, d);
+  devices_.assign(d.addressable_devices, d.addressable_devices + d.num_addressable_devices);
+
+  auto n = PJRT_ARGS(PJRT_Client_PlatformName);
+  n.client = client_;
+  PJRT_CALL(api_, PJRT_Client_PlatformName, n);
+  platform_name_.assign(n.platform_name, n.platform_name_size);
+  auto v = PJRT_ARGS(PJRT_Client_PlatformVersion);
+  v.client = client_;
+  PJRT_CALL(api_, PJRT_Client_PlatformVersion, v);
+  platform_version_.assign(v.platform_version, v.platform_version_size);
+}
+
+Client::~Client() {
+  auto a = PJRT_ARGS(PJRT_Client_Destroy);
+  a.client = client_;
+  api_->PJRT_Client_Destroy(&a);
+}
+
+PJRT_Device* Client::device(int index) const {
+  if (index < 0 || index >= device_count()) {
+    throw Error("device index " + std::to_string(index) + " is out of range: " +
+                "the " + platform_name_ + " client has " +
+                std::to_string(device_count()) + " device(s)");
+  }
+  return devices_[index];
+}
+
+DeviceInfo Client::device_info(int index) const {
+  auto g = PJRT_ARGS(PJRT_Device_GetDescription);
+  g.device = device(index);
+  PJRT_CALL(api_, PJRT_Device_GetDescription, g);
+  DeviceInfo info;
+  auto id = PJRT_ARGS(PJRT_DeviceDescription_Id);
+  id.device_description = g.device_description;
+  PJRT_CALL(api_, PJRT_DeviceDescription_Id, id);
+  info.id = id.id;
+  auto k = PJRT_ARGS(PJRT_DeviceDescription_Kind);
+  k.device_description = g.device_description;
+  PJRT_CALL(api_, PJRT_DeviceDescription_Kind, k);
+  info.kind.assign(k.device_kind, k.device_kind_size);
+  auto s = PJRT_ARGS(PJRT_DeviceDescription_DebugString);
+  s.device_description = g.device_description;
+  PJRT_CALL(api_, PJRT_DeviceDescription_DebugString, s);
+  info.description.assign(s.debug_string, s.debug_string_size);
+  return info;
+}
+
+BufferPtr Client::buffer_from_host(const void* data, PJRT_Buffer_Type type,
+                                   const std::vector<int64_t>& dims,
+                                   int index) const {
+  auto a = PJRT_ARGS(PJRT_Client_BufferFromHostBuffer);
+  a.client = client_;
+  a.data = data;
+  a.type = type;
+  a.dims = dims.data();
+  a.num_dims = dims.size();
+  a.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  a.device = device(index);
+  PJRT_CALL(api_, PJRT_Client_BufferFromHostBuffer, a);
+  auto buffer = std::make_shared<Buffer>(api_, a.buffer);
+  if (a.done_with_host_buffer != nullptr) Event(api_, a.done_with_host_buffer).await();
+  return buffer;
+}
+
+ExecutablePtr Client::compile(const std::string& mlir) const {
+  static const std::string options = default_compile_options();
+  static const char kFormat[] = "mlir";
+  auto program = PJRT_STRUCT(PJRT_Program);
+  program.code = const_cast<char*>(mlir.data());
+  program.code_size = mlir.size();
+  program.format = kFormat;
+  program.format_size = sizeof(kFormat) - 1;
+  auto a = PJRT_ARGS(PJRT_Client_Compile);
+  a.client = client_;
+  a.program = &program;
+  a.compile_options = options.data();
+  a.compile_options_size = options.size();
+  PJRT_CALL(api_, PJRT_Client_Compile, a);
+  return std::make_shared<Executable>(api_, a.executable);
+}
+
+ExecutablePtr Client::deserialize(const std::string& bytes) const {
+  auto a = PJRT_ARGS(PJRT_Executable_DeserializeAndLoad);
+  a.client = client_;
+  a.serialized_executable = bytes.data();
+  a.serialized_executable_size = bytes.size();
+  PJRT_CALL(api_, PJRT_Executable_DeserializeAndLoad, a);
+  return std::make_shared<Executable>(api_, a.loaded_executable);
+}
+
+}  // namespace torch_tpu::pjrt

@@ -1,0 +1,58 @@
+// A PJRT client: the devices of one plugin, host transfers, compilation.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "buffer.h"
+#include "executable.h"
+#include "plugin.h"
+
+namespace torch_tpu::pjrt {
+
+struct DeviceInfo {
+  int id = 0;
+  std::string kind;
+  std::string description;
+};
+
+class Client {
+ public:
+  // `options` become PJRT_NamedValue create options (e.g. cpu_device_count).
+  Client(std::shared_ptr<Plugin> plugin,
+         const std::map<std::string, Attribute>& options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const std::shared_ptr<Plugin>& plugin() const { return plugin_; }
+  const std::string& platform_name() const { return platform_name_; }
+  const std::string& platform_version() const { return platform_version_; }
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  PJRT_Device* device(int index) const;
+  DeviceInfo device_info(int index) const;
+
+  // Copies `data` (dense, row-major) into a new buffer on device `index`.
+  // The host memory may be reused as soon as this returns.
+  BufferPtr buffer_from_host(const void* data, PJRT_Buffer_Type type,
+                             const std::vector<int64_t>& dims, int index) const;
+
+  // Compiles MLIR text (StableHLO) for one replica, one partition.
+  ExecutablePtr compile(const std::string& mlir) const;
+  ExecutablePtr deserialize(const std::string& bytes) const;
+
+ private:
+  std::shared_ptr<Plugin> plugin_;  // keeps the API table loaded
+  const PJRT_Api* api_;
+  PJRT_Client* client_ = nullptr;
+  std::vector<PJRT_Device*> devices_;  // borrowed from client_
+  std::string platform_name_, platform_version_;
+};
+
+// The serialized xla.CompileOptionsProto for one replica and one partition,
+// hand-encoded so that no protobuf library is needed.
+std::string default_compile_options();
+
+}  // namespace torch_tpu::pjrt

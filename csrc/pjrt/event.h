@@ -1,0 +1,26 @@
+// An owned PJRT_Event: completion of a transfer or an execution.
+#pragma once
+
+#include <memory>
+
+#include "api.h"
+
+namespace torch_tpu::pjrt {
+
+class Event {
+ public:
+  Event(const PJRT_Api* api, PJRT_Event* event) : api_(api), event_(event) {}
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Blocks until the event fires; throws the error it carries, if any.
+  void await();
+  bool is_ready() const;
+
+ private:
+  const PJRT_Api* api_;  // the plugin's table, alive for the process
+  PJRT_Event* event_;
+};
+
+}  // namespace torch_tpu::pjrt

@@ -1,0 +1,63 @@
+#include "executable.h"
+
+namespace torch_tpu::pjrt {
+
+Executable::Executable(const PJRT_Api* api, PJRT_LoadedExecutable* exe)
+    : api_(api), exe_(exe) {
+  auto g = PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable);
+  g.loaded_executable = exe_;
+  PJRT_CALL(api_, PJRT_LoadedExecutable_GetExecutable, g);
+  exe_view_ = g.executable;
+  auto n = PJRT_ARGS(PJRT_Executable_NumOutputs);
+  n.executable = exe_view_;
+  PJRT_CALL(api_, PJRT_Executable_NumOutputs, n);
+  num_outputs_ = n.num_outputs;
+}
+
+Executable::~Executable() {
+  auto d = PJRT_ARGS(PJRT_Executable_Destroy);
+  d.executable = exe_view_;
+  api_->PJRT_Executable_Destroy(&d);
+  auto l = PJRT_ARGS(PJRT_LoadedExecutable_Destroy);
+  l.executable = exe_;
+  api_->PJRT_LoadedExecutable_Destroy(&l);
+}
+
+ExecuteResult Executable::execute(const std::vector<PJRT_Buffer*>& args,
+                                  PJRT_Device* device) const {
+  auto options = PJRT_STRUCT(PJRT_ExecuteOptions);
+  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
+  PJRT_Buffer* const* arg_list = args.data();
+  PJRT_Buffer** output_list = outputs.data();
+  PJRT_Event* done = nullptr;
+
+  auto a = PJRT_ARGS(PJRT_LoadedExecutable_Execute);
+  a.executable = exe_;
+  a.options = &options;
+  a.argument_lists = &arg_list;
+  a.num_devices = 1;
+  a.num_args = args.size();
+  a.output_lists = &output_list;
+  a.device_complete_events = &done;
+  a.execute_device = device;
+  PJRT_CALL(api_, PJRT_LoadedExecutable_Execute, a);
+
+  ExecuteResult result;
+  result.outputs.reserve(outputs.size());
+  for (PJRT_Buffer* b : outputs) result.outputs.push_back(std::make_shared<Buffer>(api_, b));
+  if (done != nullptr) result.done = std::make_shared<Event>(api_, done);
+  return result;
+}
+
+std::string Executable::serialize() const {
+  if (api_->PJRT_Executable_Serialize == nullptr) return {};
+  auto a = PJRT_ARGS(PJRT_Executable_Serialize);
+  a.executable = exe_view_;
+  PJRT_CALL(api_, PJRT_Executable_Serialize, a);
+  std::string bytes(a.serialized_bytes, a.serialized_bytes_size);
+  if (a.serialized_executable_deleter != nullptr)
+    a.serialized_executable_deleter(a.serialized_executable);
+  return bytes;
+}
+
+}  // namespace torch_tpu::pjrt

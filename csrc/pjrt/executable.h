@@ -1,0 +1,45 @@
+// A compiled, loaded program (PJRT_LoadedExecutable).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "buffer.h"
+#include "event.h"
+
+namespace torch_tpu::pjrt {
+
+struct ExecuteResult {
+  std::vector<BufferPtr> outputs;
+  std::shared_ptr<Event> done;  // fires when the device finished the program
+};
+
+class Executable {
+ public:
+  Executable(const PJRT_Api* api, PJRT_LoadedExecutable* exe);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  size_t num_outputs() const { return num_outputs_; }
+
+  // Launches on `device` without waiting. Arguments are borrowed for the
+  // duration of the call; PJRT orders the launch after their producers.
+  ExecuteResult execute(const std::vector<PJRT_Buffer*>& args,
+                        PJRT_Device* device) const;
+
+  // Plugin-specific bytes that Client::deserialize turns back into an
+  // executable; empty when the plugin cannot serialize.
+  std::string serialize() const;
+
+ private:
+  const PJRT_Api* api_;  // the plugin's table, alive for the process
+  PJRT_LoadedExecutable* exe_;
+  PJRT_Executable* exe_view_;  // owned: from GetExecutable, destroyed with us
+  size_t num_outputs_ = 0;
+};
+
+using ExecutablePtr = std::shared_ptr<Executable>;
+
+}  // namespace torch_tpu::pjrt

@@ -1,0 +1,109 @@
+// torch_tpu._C: the runtime controls the Python layer needs. Tensors never
+// cross here; ops reach the backend through the dispatcher.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <ATen/core/Generator.h>
+
+#include "../aten/device.h"
+#include "../aten/dispatch.h"
+#include "../aten/fallback.h"
+#include "../aten/generator.h"
+#include "../aten/storage.h"
+#include "../engine/engine.h"
+#include "../lowering/registry.h"
+
+namespace py = pybind11;
+using torch_tpu::engine::Engine;
+
+namespace {
+
+torch_tpu::aten::TpuGenerator* generator(int device) {
+  return torch_tpu::aten::default_generator(device).get<torch_tpu::aten::TpuGenerator>();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_tpu native runtime";
+  py::register_exception<torch_tpu::pjrt::Error>(m, "RuntimeError", PyExc_RuntimeError);
+
+  m.def("_configure", [](const std::string& plugin, int64_t cpu_devices, const std::string& cache) {
+    torch_tpu::engine::Config c;
+    c.plugin_path = plugin;
+    c.cpu_device_count = cpu_devices;
+    c.cache_dir = cache;
+    Engine::configure(c);
+  });
+  m.def("_init", [] { Engine::get(); });
+  m.def("_is_initialized", &Engine::initialized);
+  m.def("_device_count", [] { return torch_tpu::aten::device_count(); });
+  m.def("_current_device", &torch_tpu::aten::current_device);
+  m.def("_set_device", &torch_tpu::aten::set_current_device);
+  m.def("_synchronize", [] {
+    py::gil_scoped_release release;
+    Engine::get().synchronize();
+  });
+  m.def("_platform", [] {
+    auto& c = Engine::get().client();
+    auto info = c.device_info(0);
+    return py::make_tuple(c.platform_name(), c.platform_version(), info.kind,
+                          c.plugin()->path());
+  });
+  m.def("_set_mode", [](int mode) {
+    Engine::get().set_mode(static_cast<torch_tpu::engine::Mode>(mode));
+  });
+  m.def("_get_mode", [] { return static_cast<int>(Engine::get().mode()); });
+  m.def("_flush", [] { Engine::get().flush("explicit"); });
+  m.def("_metrics", [] { return Engine::get().metrics().snapshot(); });
+  m.def("_metrics_report", [] { return Engine::get().metrics().report(); });
+  m.def("_reset_metrics", [] { Engine::get().metrics().reset(); });
+  m.def("_cache_stats", [] {
+    auto s = Engine::get().cache().stats();
+    py::dict d;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    d["disk_hits"] = s.disk_hits;
+    d["entries"] = s.entries;
+    d["disk_bytes"] = s.disk_bytes;
+    d["compile_seconds"] = s.compile_seconds;
+    d["directory"] = Engine::get().cache().directory();
+    return d;
+  });
+  m.def("_cache_clear", [](bool disk) { Engine::get().cache().clear(disk); });
+  m.def("_set_cpu_fallback", &torch_tpu::aten::set_cpu_fallback);
+  m.def("_cpu_fallback_enabled", &torch_tpu::aten::cpu_fallback_enabled);
+  m.def("_fallback_counts", &torch_tpu::aten::fallback_counts);
+  m.def("_native_ops", &torch_tpu::aten::native_ops);
+  m.def("_lowered_ops", [] { return torch_tpu::lowering::Registry::get().ops(); });
+  m.def("_set_log_ops", &torch_tpu::aten::set_log_ops);
+  m.def("_memory_stats", [](int device) {
+    auto& s = torch_tpu::aten::memory_stats(device);
+    py::dict d;
+    d["allocated_bytes.all.current"] = s.allocated.load();
+    d["allocated_bytes.all.peak"] = s.peak.load();
+    d["allocation.all.allocated"] = s.allocations.load();
+    d["allocation.all.freed"] = s.frees.load();
+    return d;
+  });
+  m.def("_reset_peak_memory", [](int device) {
+    auto& s = torch_tpu::aten::memory_stats(device);
+    s.peak = s.allocated.load();
+  });
+  m.def("_manual_seed", [](int device, uint64_t seed) {
+    auto gen = torch_tpu::aten::default_generator(device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    generator(device)->set_current_seed(seed);
+  });
+  m.def("_seed", [](int device) { return generator(device)->seed(); });
+  m.def("_initial_seed", [](int device) { return generator(device)->current_seed(); });
+  m.def("_get_rng_state", [](int device) {
+    auto* g = generator(device);
+    return py::make_tuple(g->current_seed(), g->get_offset());
+  });
+  m.def("_set_rng_state", [](int device, uint64_t seed, uint64_t offset) {
+    auto* g = generator(device);
+    g->set_current_seed(seed);
+    g->set_offset(offset);
+  });
+}

@@ -1,0 +1,42 @@
+"""torch_tpu: PyTorch on TPUs, eager first, through the PJRT C API.
+
+`import torch_tpu` (or plain `import torch`, through the `torch.backends`
+entry point) registers the `tpu` device; then `tensor.to("tpu")` works.
+"""
+import os
+
+import torch
+
+from . import _plugin
+
+torch.utils.rename_privateuse1_backend("tpu")
+
+from . import _C  # noqa: E402  (registers kernels; needs the rename first)
+
+_C._configure(_plugin.plugin_path(), _plugin.device_count_option(), _plugin.cache_dir())
+
+from . import device as _device  # noqa: E402
+from .modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
+from .runtime import (  # noqa: E402
+    cache_stats, clear_cache, fallback_counts, metrics, metrics_report, native_ops,
+    reset_metrics, set_cpu_fallback, sync,
+)
+
+torch._register_device_module("tpu", _device)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+
+if os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1":
+    set_cpu_fallback(True)
+if os.environ.get("TORCH_TPU_LOG_OPS", "0") == "1":
+    _C._set_log_ops(True)
+
+__all__ = [
+    "EagerMode", "eager_mode", "get_eager_mode", "set_eager_mode", "sync", "metrics",
+    "metrics_report", "reset_metrics", "cache_stats", "clear_cache", "set_cpu_fallback",
+    "fallback_counts", "native_ops",
+]
+
+
+def _autoload():
+    """Entry point for `torch.backends`: importing this module is the work."""

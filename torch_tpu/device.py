@@ -1,0 +1,176 @@
+"""The `torch.tpu` device module."""
+import contextlib
+
+import torch
+
+from . import _C
+
+
+def _index(device=None) -> int:
+    if device is None:
+        return _C._current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "tpu":
+        raise ValueError(f"expected a tpu device, got {device}")
+    return _C._current_device() if device.index is None else device.index
+
+
+def _check(index: int) -> int:
+    n = device_count()
+    if not 0 <= index < n:
+        raise RuntimeError(f"tpu:{index} is not a valid device: {n} tpu device(s) are available "
+                           "(TORCH_TPU_NUM_DEVICES sets how many the CPU plugin exposes)")
+    return index
+
+
+def is_available() -> bool:
+    return device_count() > 0
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def is_initialized() -> bool:
+    return _C._is_initialized()
+
+
+def init() -> None:
+    _C._init()
+
+
+def _lazy_init() -> None:
+    _C._init()
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device) -> None:
+    _C._set_device(_check(_index(device)))
+
+
+class device:
+    """Context manager that makes `device` the current tpu device."""
+
+    def __init__(self, device):
+        self.index = _index(device)
+        self.previous = None
+
+    def __enter__(self):
+        self.previous = current_device()
+        set_device(self.index)
+        return self
+
+    def __exit__(self, *exc):
+        set_device(self.previous)
+        return False
+
+
+def synchronize(device=None) -> None:
+    _C._synchronize()
+
+
+def get_device_name(device=None) -> str:
+    _check(_index(device))
+    platform, _, kind, _ = _C._platform()
+    return f"{kind} ({platform})"
+
+
+class _DeviceProperties:
+    def __init__(self, name, platform, version, plugin):
+        self.name = name
+        self.platform = platform
+        self.platform_version = version
+        self.plugin = plugin
+
+    def __repr__(self):
+        return (f"_TpuDeviceProperties(name={self.name!r}, platform={self.platform!r}, "
+                f"platform_version={self.platform_version!r})")
+
+
+def get_device_properties(device=None):
+    _check(_index(device))
+    platform, version, kind, plugin = _C._platform()
+    return _DeviceProperties(kind, platform, version, plugin)
+
+
+# ---- random number generation -------------------------------------------------
+
+def manual_seed(seed: int) -> None:
+    _C._manual_seed(current_device(), int(seed) & 0xFFFFFFFFFFFFFFFF)
+
+
+def manual_seed_all(seed: int) -> None:
+    for i in range(device_count()):
+        _C._manual_seed(i, int(seed) & 0xFFFFFFFFFFFFFFFF)
+
+
+def seed() -> None:
+    _C._seed(current_device())
+
+
+def seed_all() -> None:
+    for i in range(device_count()):
+        _C._seed(i)
+
+
+def initial_seed() -> int:
+    return _C._initial_seed(current_device())
+
+
+def get_rng_state(device="tpu") -> torch.Tensor:
+    seed_value, offset = _C._get_rng_state(_check(_index(device)))
+    return torch.tensor([seed_value, offset], dtype=torch.uint64).view(torch.uint8)
+
+
+def set_rng_state(new_state: torch.Tensor, device="tpu") -> None:
+    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8 \
+            or new_state.numel() != 16:
+        raise ValueError("tpu RNG state must be a uint8 tensor of 16 bytes, as returned by "
+                         "torch.tpu.get_rng_state()")
+    seed_value, offset = new_state.clone().view(torch.uint64).tolist()
+    _C._set_rng_state(_check(_index(device)), seed_value, offset)
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(states) -> None:
+    for i, s in enumerate(states):
+        set_rng_state(s, i)
+
+
+# ---- memory --------------------------------------------------------------------
+
+def memory_stats(device=None) -> dict:
+    return dict(_C._memory_stats(_check(_index(device))))
+
+
+def memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _C._reset_peak_memory(_check(_index(device)))
+
+
+def empty_cache() -> None:
+    """Device arrays are freed as soon as their tensors die; nothing is cached."""
+    _C._synchronize()
+
+
+def get_amp_supported_dtype():
+    return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True

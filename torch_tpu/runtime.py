@@ -1,0 +1,41 @@
+"""Runtime controls: synchronization, metrics, the compile cache, fallback."""
+from . import _C
+
+
+def sync():
+    """Flushes pending work and waits for the device (torch.tpu.synchronize)."""
+    _C._synchronize()
+
+
+def metrics() -> dict:
+    return dict(_C._metrics())
+
+
+def metrics_report() -> str:
+    return _C._metrics_report()
+
+
+def reset_metrics() -> None:
+    _C._reset_metrics()
+
+
+def cache_stats() -> dict:
+    return dict(_C._cache_stats())
+
+
+def clear_cache(disk: bool = False) -> None:
+    _C._cache_clear(disk)
+
+
+def set_cpu_fallback(enabled: bool) -> None:
+    """Runs ops without a tpu lowering on the CPU (one warning per op)."""
+    _C._set_cpu_fallback(bool(enabled))
+
+
+def fallback_counts() -> dict:
+    return dict(_C._fallback_counts())
+
+
+def native_ops() -> list:
+    """ATen operators served natively by tpu lowerings."""
+    return list(_C._native_ops())
