@@ -16,6 +16,7 @@
 #include "../lowering/registry.h"
 #include "device.h"
 #include "generator.h"
+#include "precision.h"
 #include "storage.h"
 #include "tensor_io.h"
 
@@ -299,7 +300,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     Args largs;
     largs.reserve(plan->inputs.size());
     for (size_t i : plan->inputs) largs.push_back(convert(e, schema.arguments()[i], args[i], state));
-    lowering::Context ctx{e.builder(), {}, lowering::Precision::kDefault, plan->lowering};
+    lowering::Context ctx{e.builder(), {}, current_precision(), plan->lowering};
     for (const at::Tensor& m : fresh_meta) ctx.outputs.push_back({to_hlo(m.scalar_type()), m.sizes().vec()});
     for (const at::Tensor& m : mutated_meta) ctx.outputs.push_back({to_hlo(m.scalar_type()), m.sizes().vec()});
     hlo::Values outs;

@@ -9,6 +9,7 @@
 #include "../aten/dispatch.h"
 #include "../aten/fallback.h"
 #include "../aten/generator.h"
+#include "../aten/precision.h"
 #include "../aten/storage.h"
 #include "../engine/engine.h"
 #include "../lowering/registry.h"
@@ -76,6 +77,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_counts", &torch_tpu::aten::fallback_counts);
   m.def("_native_ops", &torch_tpu::aten::native_ops);
   m.def("_lowered_ops", [] { return torch_tpu::lowering::Registry::get().ops(); });
+  m.def("_set_precision", &torch_tpu::aten::set_precision_override);
+  m.def("_get_precision_override", &torch_tpu::aten::precision_override);
+  m.def("_current_precision", [] { return static_cast<int>(torch_tpu::aten::current_precision()); });
   m.def("_set_log_ops", &torch_tpu::aten::set_log_ops);
   m.def("_memory_stats", [](int device) {
     auto& s = torch_tpu::aten::memory_stats(device);
