@@ -13,6 +13,7 @@ Registry& Registry::get() {
     register_nn(*r);
     register_random(*r);
     register_factory(*r);
+    register_conv(*r);
     return r;
   }();
   return *registry;

@@ -84,5 +84,6 @@ void register_indexing(Registry& r);
 void register_nn(Registry& r);
 void register_random(Registry& r);
 void register_factory(Registry& r);
+void register_conv(Registry& r);
 
 }  // namespace torch_tpu::lowering

@@ -1,0 +1,57 @@
+"""Shared helpers: every behaviour test compares tpu against CPU PyTorch."""
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TORCH_TPU_DISK_CACHE", "0")
+
+import torch_tpu  # noqa: E402,F401
+
+
+def to_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.cpu()
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_cpu(v) for v in x)
+    return x
+
+
+def to_tpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.to("tpu")
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_tpu(v) for v in x)
+    return x
+
+
+def assert_same(actual, expected, atol=None, rtol=None, check_dtype=True):
+    """tpu result `actual` equals CPU result `expected` (values, dtype, shape)."""
+    if isinstance(expected, (list, tuple)):
+        assert isinstance(actual, (list, tuple)) and len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert_same(a, e, atol, rtol, check_dtype)
+        return
+    if not isinstance(expected, torch.Tensor):
+        assert actual == expected
+        return
+    assert actual.device.type == "tpu", f"expected a tpu tensor, got {actual.device}"
+    torch.testing.assert_close(actual.cpu(), expected, atol=atol, rtol=rtol,
+                               check_dtype=check_dtype, equal_nan=True)
+
+
+def check(fn, *args, atol=None, rtol=None, **kwargs):
+    """Runs fn on CPU args and on the same args moved to tpu; compares."""
+    expected = fn(*args, **kwargs)
+    actual = fn(*to_tpu(args), **{k: to_tpu(v) for k, v in kwargs.items()})
+    assert_same(actual, expected, atol=atol, rtol=rtol)
+    return actual
+
+
+@pytest.fixture
+def highest_precision():
+    """f32 matmuls at HIGHEST precision so comparisons against CPU are tight."""
+    previous = torch_tpu._C._get_precision_override()
+    torch_tpu._C._set_precision(2)
+    yield
+    torch_tpu._C._set_precision(previous)
