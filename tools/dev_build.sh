@@ -8,5 +8,10 @@ py="${PYTHON:-$root/.venv/bin/python}"
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-/work}"
 export TORCH_TPU_BUILD_JOBS="${TORCH_TPU_BUILD_JOBS:-2}"
 cd "$root"
-"$py" setup.py -q build_ext --inplace 2>&1 | grep -vE "^(running|copying|creating)" || true
+log=$(mktemp)
+if ! "$py" setup.py -q build_ext --inplace >"$log" 2>&1; then
+  grep -E "error|Error" -A3 "$log" | head -60
+  exit 1
+fi
+rm -f "$log"
 test -f "$root"/torch_tpu/_C*.so
