@@ -26,6 +26,12 @@ torch._register_device_module("tpu", _device)
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
 
+from .modes import _install_loop_boundary_hook, _mode_from_env  # noqa: E402
+
+if _mode_from_env() is not None:
+    set_eager_mode(_mode_from_env())
+_install_loop_boundary_hook()
+
 if os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1":
     set_cpu_fallback(True)
 if os.environ.get("TORCH_TPU_LOG_OPS", "0") == "1":

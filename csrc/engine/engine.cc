@@ -12,6 +12,9 @@ Config& config() {
 }
 std::atomic<bool> g_initialized{false};
 
+// Fused Eager flushes a program that grows past this many StableHLO ops.
+constexpr size_t kMaxProgramOps = 20000;
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -79,6 +82,8 @@ Engine::Engine() {
 }
 
 void Engine::reset_recording() {
+  if (!current_ops_.empty()) last_program_ops_.swap(current_ops_);
+  current_ops_.clear();
   builder_ = std::make_unique<hlo::Builder>();
   ++epoch_;
   ops_ = 0;
@@ -150,15 +155,23 @@ ValuePtr Engine::produce(hlo::Value node) {
 void Engine::end(const char* op) {
   ++ops_;
   metrics_.count("ops_recorded");
-  (void)op;
   switch (mode_) {
     case Mode::kDeferNever:
     case Mode::kDeferNeverAndLaunchBlocking:
       flush("op");
       break;
-    case Mode::kDeferAndFuse:
-      if (builder_->num_ops() > 4096) flush("size_cap");
+    case Mode::kDeferAndFuse: {
+      uint64_t h = Cache::hash(op);
+      if (current_ops_.empty()) matching_last_ = !last_program_ops_.empty();
+      size_t i = current_ops_.size();
+      current_ops_.push_back(h);
+      matching_last_ = matching_last_ && i < last_program_ops_.size() && last_program_ops_[i] == h;
+      if (matching_last_ && current_ops_.size() == last_program_ops_.size())
+        flush("loop_boundary");
+      else if (builder_->num_ops() > kMaxProgramOps)
+        flush("size_cap");
       break;
+    }
     case Mode::kDeferAll:
       break;
   }

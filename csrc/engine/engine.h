@@ -73,6 +73,8 @@ class Engine {
   Mode mode() const { return mode_; }
   void set_mode(Mode m);
 
+  // Ops recorded in the pending program (0 when nothing is pending).
+  size_t pending_ops() const { return ops_; }
   Metrics& metrics() { return metrics_; }
   Cache& cache() { return *cache_; }
 
@@ -97,6 +99,12 @@ class Engine {
 
   // Scalars: one device buffer per distinct (dtype, bits, device), reused.
   std::map<std::tuple<int, uint64_t, int>, pjrt::BufferPtr> scalar_buffers_;
+
+  // Loop detection for Fused Eager: the op sequence of the last flushed
+  // program; a recording that repeats it exactly is flushed at the same
+  // length, so every iteration of a loop becomes the same (cached) program.
+  std::vector<uint64_t> last_program_ops_, current_ops_;
+  bool matching_last_ = false;
 
   // The last launched program's completion, for synchronize().
   std::vector<std::shared_ptr<pjrt::Event>> in_flight_;

@@ -248,9 +248,40 @@ Value xlogy(Builder& b, Value x, Value y) {
   return b.select(b.and_(b.compare(hlo::Compare::kEQ, x, zero), b.not_(ynan)), zero, r);
 }
 
+// self + weight * (end - self), with PyTorch's two-sided form for accuracy
+// (weight >= 0.5 interpolates from `end`).
+Values lerp(Context& c, const Args& a) {
+  const TensorType& t = c.out();
+  Builder& b = c.b;
+  Value x = coerce(b, a[0].tensor, t), y = coerce(b, a[1].tensor, t), w = coerce(b, a[2].tensor, t);
+  Value d = b.sub(y, x);
+  Value small = b.compare(hlo::Compare::kLT, b.abs(w), splat_like(b, 0.5, w));
+  Value from_start = b.add(x, b.mul(w, d));
+  Value from_end = b.sub(y, b.mul(d, b.sub(splat_like(b, 1, w), w)));
+  return {b.select(small, from_start, from_end)};
+}
+
+// self + value * t1 * t2  /  self + value * t1 / t2
+Values addcmul(Context& c, const Args& a) {
+  const TensorType& t = c.out();
+  Builder& b = c.b;
+  Value prod = b.mul(coerce(b, a[1].tensor, t), coerce(b, a[2].tensor, t));
+  return {b.add(coerce(b, a[0].tensor, t), b.mul(coerce(b, a[3].tensor, t), prod))};
+}
+
+Values addcdiv(Context& c, const Args& a) {
+  const TensorType& t = c.out();
+  Builder& b = c.b;
+  Value quot = b.div(coerce(b, a[1].tensor, t), coerce(b, a[2].tensor, t));
+  return {b.add(coerce(b, a[0].tensor, t), b.mul(coerce(b, a[3].tensor, t), quot))};
+}
+
 }  // namespace
 
 void register_elementwise(Registry& r) {
+  for (const char* op : {"aten::lerp.Scalar", "aten::lerp.Tensor"}) r.add(op, lerp);
+  r.add("aten::addcmul", addcmul);
+  r.add("aten::addcdiv", addcdiv);
   // Arithmetic with PyTorch's overload set.
   for (const char* op : {"aten::add.Tensor", "aten::add.Scalar"}) r.add(op, add);
   for (const char* op : {"aten::sub.Tensor", "aten::sub.Scalar"}) r.add(op, sub);

@@ -55,7 +55,11 @@ PYBIND11_MODULE(_C, m) {
     Engine::get().set_mode(static_cast<torch_tpu::engine::Mode>(mode));
   });
   m.def("_get_mode", [] { return static_cast<int>(Engine::get().mode()); });
-  m.def("_flush", [] { Engine::get().flush("explicit"); });
+  m.def("_flush", [](const std::string& cause) {
+    static std::map<std::string, std::string> causes;  // stable c_str per cause
+    auto& c = causes.emplace(cause, cause).first->second;
+    Engine::get().flush(c.c_str());
+  }, py::arg("cause") = "explicit");
   m.def("_metrics", [] { return Engine::get().metrics().snapshot(); });
   m.def("_metrics_report", [] { return Engine::get().metrics().report(); });
   m.def("_reset_metrics", [] { Engine::get().metrics().reset(); });

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets up everything on a fresh machine: a virtual environment with the
+# pinned CPU torch and the XLA:CPU PJRT plugin, then builds torch_tpu in place.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Build tools from the distribution, when we may install them (best effort:
+# ccache only speeds rebuilds, GoogleTest enables the C++ test tier).
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  missing=""
+  command -v ccache >/dev/null 2>&1 || missing="$missing ccache"
+  command -v ninja >/dev/null 2>&1 || missing="$missing ninja-build"
+  command -v cmake >/dev/null 2>&1 || missing="$missing cmake"
+  [ -f /usr/include/gtest/gtest.h ] || missing="$missing libgtest-dev"
+  if [ -n "$missing" ]; then
+    (apt-get install -y -q $missing >/dev/null 2>&1 ||
+      (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $missing >/dev/null 2>&1)) ||
+      echo "setup: could not install$missing; continuing without"
+  fi
+fi
+
+PY="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+# torch is pinned to the CPU build (a plain `torch` would pull a CUDA build).
+.venv/bin/pip install -q --disable-pip-version-check \
+  "torch==2.13.0" "xla-cpu-pjrt" numpy pytest ninja "cmake>=3.18" setuptools wheel
+# No build isolation: the build must see the torch installed above.
+.venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
