@@ -16,6 +16,7 @@
 #include "../lowering/registry.h"
 #include "device.h"
 #include "generator.h"
+#include "meta.h"
 #include "precision.h"
 #include "storage.h"
 #include "tensor_io.h"
@@ -90,29 +91,6 @@ void scan(const c10::IValue& v, CallState& s, const c10::OperatorName& op) {
   } else if (v.isDevice() && s.device < 0 && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
     s.device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
   }
-}
-
-at::Tensor to_meta(const at::Tensor& t) {
-  if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) return t;
-  at::Tensor m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-  return m;
-}
-
-c10::IValue meta_value(const c10::IValue& v) {
-  if (v.isTensor()) return to_meta(v.toTensor());
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(to_meta(t));
-    return out;
-  }
-  if (v.isList() && v.toList().elementType()->kind() == c10::TypeKind::OptionalType) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const c10::IValue& e : v.toListRef())
-      out.push_back(e.isTensor() ? std::optional<at::Tensor>(to_meta(e.toTensor())) : std::nullopt);
-    return out;
-  }
-  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::Device(c10::kMeta);
-  return v;
 }
 
 Arg tensor_arg(engine::Engine& e, const at::Tensor& t, const CallState& s) {
@@ -262,32 +240,13 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (state.device < 0) state.device = current_device();
   check_device(state.device);
 
-  // 1. PyTorch's own shape, dtype and argument checks, on meta tensors.
-  std::vector<c10::IValue> meta_stack;
-  meta_stack.reserve(n);
-  for (const c10::IValue& v : args) meta_stack.push_back(meta_value(v));
-  op.callBoxed(&meta_stack);
-
-  std::vector<at::Tensor> fresh_meta;  // non-aliasing returns
-  for (size_t r = 0; r < schema.returns().size(); ++r)
-    if (schema.returns()[r].alias_info() == nullptr) flatten(meta_stack[r], fresh_meta);
+  // 1. PyTorch's own shape, dtype and argument checks (cached).
+  std::shared_ptr<const OpMeta> meta = infer_meta(op, args, plan->mutated);
   std::vector<at::Tensor> mutated;  // the real tensors written, in order
   for (size_t i : plan->mutated) flatten(args[i], mutated);
-
-  // Meta tensors after the call: the mutated args' final sizes.
-  std::vector<c10::IValue> meta_args(args.size());
-  std::vector<at::Tensor> mutated_meta;
-  {
-    // Re-run of meta is avoided: meta_stack now holds returns only, but
-    // out/inplace returns alias their args, so their sizes are the sizes of
-    // the returned meta tensors when returned, else of the inputs.
-    std::vector<at::Tensor> returned_alias;
-    for (size_t r = 0; r < schema.returns().size(); ++r)
-      if (schema.returns()[r].alias_info() != nullptr) flatten(meta_stack[r], returned_alias);
-    if (returned_alias.size() == mutated.size()) mutated_meta = returned_alias;
-    else
-      for (const at::Tensor& t : mutated) mutated_meta.push_back(to_meta(t));
-  }
+  TORCH_CHECK(mutated.size() == meta->mutated.size(), "tpu: internal error: ",
+              full_name(schema.operator_name()), " mutates ", mutated.size(),
+              " tensors but its meta function reported ", meta->mutated.size());
 
   // 2. Record the op.
   auto& e = engine::Engine::get();
@@ -301,8 +260,8 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     largs.reserve(plan->inputs.size());
     for (size_t i : plan->inputs) largs.push_back(convert(e, schema.arguments()[i], args[i], state));
     lowering::Context ctx{e.builder(), {}, current_precision(), plan->lowering};
-    for (const at::Tensor& m : fresh_meta) ctx.outputs.push_back({to_hlo(m.scalar_type()), m.sizes().vec()});
-    for (const at::Tensor& m : mutated_meta) ctx.outputs.push_back({to_hlo(m.scalar_type()), m.sizes().vec()});
+    for (const TensorMeta& m : meta->fresh) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
+    for (const TensorMeta& m : meta->mutated) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
     hlo::Values outs;
     try {
       outs = (*plan->fn)(ctx, largs);
@@ -323,19 +282,19 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                   ", expected ", ctx.outputs[i].str());
       drawn += ctx.outputs[i].numel();
     }
-    for (size_t i = 0; i < fresh_meta.size(); ++i) {
-      const at::Tensor& m = fresh_meta[i];
+    for (size_t i = 0; i < meta->fresh.size(); ++i) {
+      const TensorMeta& m = meta->fresh[i];
       at::Tensor t = at::detail::empty_strided_generic(
-          m.sizes(), m.strides(), allocator(),
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.scalar_type());
+          m.sizes, m.strides, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+          m.dtype);
       write(e, t, outs[i]);
       results.push_back(t);
     }
     for (size_t i = 0; i < mutated.size(); ++i) {
       const at::Tensor& t = mutated[i];
-      const at::Tensor& m = mutated_meta[i];
-      if (t.sizes() != m.sizes()) resize(t, m.sizes(), m.strides());
-      write(e, t, outs[fresh_meta.size() + i]);
+      const TensorMeta& m = meta->mutated[i];
+      if (t.sizes() != c10::IntArrayRef(m.sizes)) resize(t, m.sizes, m.strides);
+      write(e, t, outs[meta->fresh.size() + i]);
     }
     e.end(plan->lowering.c_str());
   }
@@ -343,14 +302,14 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // 3. Returns: fresh tensors in order, aliasing returns are their arguments.
   torch::jit::drop(*stack, n);
-  size_t next_fresh = 0;
+  size_t next_fresh = 0, next_return = 0;
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     const c10::Argument& ret = schema.returns()[r];
     if (ret.alias_info() == nullptr) {
-      if (ret.type()->kind() == c10::TypeKind::ListType) {
+      int64_t count = meta->return_lists.at(next_return++);
+      if (count >= 0) {
         c10::List<at::Tensor> list;
-        size_t count = meta_stack[r].toTensorList().size();
-        for (size_t k = 0; k < count; ++k) list.push_back(results[next_fresh++]);
+        for (int64_t k = 0; k < count; ++k) list.push_back(results[next_fresh++]);
         stack->emplace_back(list);
       } else {
         stack->emplace_back(results[next_fresh++]);

@@ -1,0 +1,159 @@
+#include "meta.h"
+
+#include <ATen/ops/empty_strided.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace torch_tpu::aten {
+
+namespace {
+
+void put(std::string& key, const void* data, size_t n) {
+  key.append(static_cast<const char*>(data), n);
+}
+void put_i64(std::string& key, int64_t v) { put(key, &v, sizeof(v)); }
+
+void put_tensor(std::string& key, const at::Tensor& t) {
+  if (!t.defined()) {
+    key.push_back('u');
+    return;
+  }
+  key.push_back('T');
+  key.push_back(static_cast<char>(t.device().type()));
+  key.push_back(static_cast<char>(t.scalar_type()));
+  key.push_back(t.unsafeGetTensorImpl()->is_wrapped_number() ? 'w' : '-');
+  put_i64(key, t.dim());
+  put(key, t.sizes().data(), t.dim() * sizeof(int64_t));
+  put(key, t.strides().data(), t.dim() * sizeof(int64_t));
+}
+
+// Scalars (NumberType) count by kind only: their values never change shapes.
+void put_value(std::string& key, const c10::IValue& v, bool number_kind_only) {
+  if (v.isNone()) {
+    key.push_back('N');
+  } else if (v.isTensor()) {
+    put_tensor(key, v.toTensor());
+  } else if (v.isTensorList()) {
+    key.push_back('L');
+    for (const at::Tensor& t : v.toTensorList()) put_tensor(key, t);
+    key.push_back(';');
+  } else if (v.isList()) {
+    key.push_back('[');
+    for (const c10::IValue& e : v.toListRef()) put_value(key, e, number_kind_only);
+    key.push_back(']');
+  } else if (v.isInt()) {
+    key.push_back('i');
+    if (!number_kind_only) put_i64(key, v.toInt());
+  } else if (v.isDouble()) {
+    key.push_back('d');
+    if (!number_kind_only) {
+      double d = v.toDouble();
+      put(key, &d, sizeof(d));
+    }
+  } else if (v.isBool()) {
+    key.push_back(v.toBool() ? 't' : 'f');
+  } else if (v.isComplexDouble()) {
+    key.push_back('c');
+  } else if (v.isString()) {
+    key.push_back('s');
+    key += v.toStringRef();
+    key.push_back('\0');
+  } else if (v.isDevice()) {
+    key.push_back('D');
+    key.push_back(static_cast<char>(v.toDevice().type()));
+    key.push_back(static_cast<char>(v.toDevice().index()));
+  } else if (v.isGenerator()) {
+    key.push_back('G');
+  } else {
+    key.push_back('?');
+    key += v.tagKind();
+  }
+}
+
+at::Tensor to_meta(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) return t;
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+c10::IValue meta_value(const c10::IValue& v) {
+  if (v.isTensor()) return to_meta(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(to_meta(t));
+    return out;
+  }
+  if (v.isList() && v.toList().elementType()->kind() == c10::TypeKind::OptionalType) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const c10::IValue& e : v.toListRef())
+      out.push_back(e.isTensor() ? std::optional<at::Tensor>(to_meta(e.toTensor())) : std::nullopt);
+    return out;
+  }
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1)
+    return c10::Device(c10::kMeta);
+  return v;
+}
+
+TensorMeta describe(const at::Tensor& t) {
+  return {t.sizes().vec(), t.strides().vec(), t.scalar_type()};
+}
+
+void describe_all(const c10::IValue& v, std::vector<TensorMeta>& out) {
+  if (v.isTensor()) out.push_back(describe(v.toTensor()));
+  else if (v.isTensorList())
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(describe(t));
+}
+
+OpMeta run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                const std::vector<size_t>& mutated_args) {
+  const auto& schema = op.schema();
+  std::vector<c10::IValue> stack;
+  stack.reserve(args.size());
+  for (const c10::IValue& v : args) stack.push_back(meta_value(v));
+  std::vector<c10::IValue> meta_args = stack;  // keep the (mutable) meta inputs
+  op.callBoxed(&stack);
+
+  OpMeta m;
+  for (size_t r = 0; r < schema.returns().size(); ++r) {
+    if (schema.returns()[r].alias_info() != nullptr) continue;
+    m.return_lists.push_back(stack[r].isTensorList()
+                                 ? static_cast<int64_t>(stack[r].toTensorList().size())
+                                 : -1);
+    describe_all(stack[r], m.fresh);
+  }
+  // Written arguments: the meta inputs after the call hold their final sizes
+  // (out= results are resized by the meta function).
+  for (size_t i : mutated_args) describe_all(meta_args[i], m.mutated);
+  return m;
+}
+
+}  // namespace
+
+std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                         const std::vector<size_t>& mutated_args) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<const OpMeta>> cache;
+  const auto& schema = op.schema();
+  std::string key;
+  key.reserve(256);
+  const void* id = &schema;
+  put(key, &id, sizeof(id));
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool number = schema.arguments()[i].type()->kind() == c10::TypeKind::NumberType;
+    put_value(key, args[i], number);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  auto m = std::make_shared<const OpMeta>(run_meta(op, args, mutated_args));  // raises
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() > 100000) cache.clear();
+  cache.emplace(std::move(key), m);
+  return m;
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,29 @@
+// Output metadata of an ATen call, from PyTorch's own meta functions (so
+// shapes, dtypes and argument errors are exactly PyTorch's). Results are
+// cached by the call's argument metadata: many meta functions are Python, and
+// a steady-state loop must not run Python per op.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <memory>
+#include <vector>
+
+namespace torch_tpu::aten {
+
+struct TensorMeta {
+  std::vector<int64_t> sizes, strides;
+  c10::ScalarType dtype = c10::kFloat;
+};
+
+struct OpMeta {
+  std::vector<TensorMeta> fresh;      // non-aliasing returns, lists flattened
+  std::vector<int64_t> return_lists;  // per non-aliasing return: list length, or -1
+  std::vector<TensorMeta> mutated;    // written arguments after the call, flattened
+};
+
+// `mutated_args` are the indices of arguments the op writes.
+std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                         const std::vector<size_t>& mutated_args);
+
+}  // namespace torch_tpu::aten
