@@ -46,6 +46,14 @@ PJRT_Buffer_Type buffer_type(hlo::ElementType t) {
   return PJRT_Buffer_Type_INVALID;
 }
 
+hlo::ElementType element_type_of(PJRT_Buffer_Type t) {
+  using E = hlo::ElementType;
+  for (E e : {E::kPred, E::kI8, E::kI16, E::kI32, E::kI64, E::kU8, E::kU16, E::kU32, E::kU64,
+              E::kF16, E::kBF16, E::kF32, E::kF64, E::kC64, E::kC128})
+    if (buffer_type(e) == t) return e;
+  throw pjrt::Error("unsupported PJRT buffer type " + std::to_string(static_cast<int>(t)));
+}
+
 void Engine::configure(const Config& c) {
   if (g_initialized) throw pjrt::Error("torch_tpu: the runtime is already initialized");
   config() = c;
@@ -177,53 +185,70 @@ void Engine::end(const char* op) {
   }
 }
 
-void Engine::flush(const char* cause) {
+Program Engine::flush_program(const char* cause) {
   auto guard = lock();
+  Program p;
+  p.device = device_;
   // Outputs: the pending values still alive. Dead intermediates stay internal.
-  std::vector<ValuePtr> outputs;
   for (auto& w : produced_)
-    if (ValuePtr v = w.lock()) outputs.push_back(std::move(v));
-  if (outputs.empty()) {
+    if (ValuePtr v = w.lock()) p.outputs.push_back(std::move(v));
+  if (p.outputs.empty()) {
     reset_recording();
-    return;
+    return p;
   }
   metrics_.count(std::string("flush_") + cause);
   hlo::Values results;
-  for (const ValuePtr& v : outputs) results.push_back(v->node_);
+  for (const ValuePtr& v : p.outputs) results.push_back(v->node_);
   builder_->set_results(results);
-  std::string program = builder_->module();
-  std::vector<pjrt::BufferPtr> inputs = std::move(inputs_);
-  int device = device_;
+  p.text = builder_->module();
+  p.inputs = std::move(inputs_);
   reset_recording();  // the recording is consumed even if compiling fails
 
-  pjrt::ExecutablePtr exe = cache_->get(program);
+  p.exe = cache_->get(p.text);
+  std::vector<ValuePtr> values = run(*p.exe, p.inputs, p.device);
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    p.outputs[i]->buffer_ = values[i]->buffer_;
+    p.outputs[i]->node_ = hlo::Value();
+  }
+  return p;
+}
+
+std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
+                                  const std::vector<pjrt::BufferPtr>& inputs, int device) {
+  auto guard = lock();
   std::vector<PJRT_Buffer*> args;
   args.reserve(inputs.size());
   for (const auto& b : inputs) args.push_back(b->get());
   auto start = std::chrono::steady_clock::now();
-  pjrt::ExecuteResult result = exe->execute(args, client_->device(device));
+  pjrt::ExecuteResult result = exe.execute(args, client_->device(device));
   metrics_.count("executions");
-  if (result.outputs.size() != outputs.size())
-    throw pjrt::Error("internal: program returned " + std::to_string(result.outputs.size()) +
-                      " outputs, expected " + std::to_string(outputs.size()));
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    outputs[i]->buffer_ = std::move(result.outputs[i]);
-    outputs[i]->node_ = hlo::Value();
+  std::vector<ValuePtr> values;
+  values.reserve(result.outputs.size());
+  for (auto& buffer : result.outputs) {
+    std::vector<int64_t> dims = buffer->dims();
+    auto v = std::make_shared<DeviceValue>(
+        hlo::TensorType{element_type_of(buffer->element_type()), dims}, device);
+    v->buffer_ = std::move(buffer);
+    values.push_back(std::move(v));
   }
-  if (result.done) {
-    if (mode_ == Mode::kDeferNeverAndLaunchBlocking) {
-      result.done->await();
-    } else {
-      if (in_flight_.size() > 256) {
-        std::vector<std::shared_ptr<pjrt::Event>> pending;
-        for (auto& e : in_flight_)
-          if (!e->is_ready()) pending.push_back(e);
-        in_flight_.swap(pending);
-      }
-      in_flight_.push_back(std::move(result.done));
-    }
-  }
+  launched(std::move(result.done));
   metrics_.time("execute_launch", seconds_since(start));
+  return values;
+}
+
+void Engine::launched(std::shared_ptr<pjrt::Event> done) {
+  if (!done) return;
+  if (mode_ == Mode::kDeferNeverAndLaunchBlocking) {
+    done->await();
+    return;
+  }
+  if (in_flight_.size() > 256) {
+    std::vector<std::shared_ptr<pjrt::Event>> pending;
+    for (auto& e : in_flight_)
+      if (!e->is_ready()) pending.push_back(e);
+    in_flight_.swap(pending);
+  }
+  in_flight_.push_back(std::move(done));
 }
 
 pjrt::BufferPtr Engine::buffer(const ValuePtr& v, const char* cause) {

@@ -32,6 +32,15 @@ struct Config {
   std::string cache_dir;          // empty: no disk cache
 };
 
+// A flushed recording: what ran, with which inputs and outputs.
+struct Program {
+  std::string text;
+  pjrt::ExecutablePtr exe;            // null when nothing was pending
+  std::vector<pjrt::BufferPtr> inputs;  // parameter i's buffer
+  std::vector<ValuePtr> outputs;      // result j's value
+  int device = 0;
+};
+
 class Engine {
  public:
   // Sets how the engine is created; must precede the first get().
@@ -62,7 +71,11 @@ class Engine {
   void end(const char* op);
 
   // Runs the pending program (if any). `cause` is counted in the metrics.
-  void flush(const char* cause);
+  void flush(const char* cause) { flush_program(cause); }
+  Program flush_program(const char* cause);
+  // Launches a compiled program on `args`; returns its outputs, materialized.
+  std::vector<ValuePtr> run(const pjrt::Executable& exe, const std::vector<pjrt::BufferPtr>& args,
+                            int device);
   // Materializes `v` (flushing if it is pending) and returns its buffer.
   pjrt::BufferPtr buffer(const ValuePtr& v, const char* cause);
   ValuePtr from_host(const void* data, const hlo::TensorType& type, int device);
@@ -108,10 +121,14 @@ class Engine {
 
   // The last launched program's completion, for synchronize().
   std::vector<std::shared_ptr<pjrt::Event>> in_flight_;
+
+  // Waits (Debug Eager) or tracks the completion event of a launch.
+  void launched(std::shared_ptr<pjrt::Event> done);
 };
 
 // Bytes per element of a builder element type, and its PJRT buffer type.
 size_t element_size(hlo::ElementType t);
 PJRT_Buffer_Type buffer_type(hlo::ElementType t);
+hlo::ElementType element_type_of(PJRT_Buffer_Type t);
 
 }  // namespace torch_tpu::engine

@@ -25,8 +25,11 @@ torch_tpu::aten::TpuGenerator* generator(int device) {
 
 }  // namespace
 
+void bind_capture(py::module& m);  // capture_bindings.cc
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native runtime";
+  bind_capture(m);
   py::register_exception<torch_tpu::pjrt::Error>(m, "RuntimeError", PyExc_RuntimeError);
 
   m.def("_configure", [](const std::string& plugin, int64_t cpu_devices, const std::string& cache) {

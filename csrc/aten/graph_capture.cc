@@ -1,0 +1,249 @@
+#include "graph_capture.h"
+
+#include <ATen/EmptyTensor.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+
+#include "../engine/engine.h"
+#include "storage.h"
+#include "tensor_io.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+struct InputLayout {
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  c10::ScalarType dtype = c10::kFloat;
+  size_t nbytes = 0;
+  int device = 0;
+  int storage_group = 0;  // inputs sharing a storage share a group
+};
+
+struct OutputTensor {
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  c10::ScalarType dtype = c10::kFloat;
+  int storage = 0;  // index into Impl::output_storages
+};
+
+struct OutputStorage {
+  size_t program_output = 0;
+  size_t nbytes = 0;
+  hlo::ElementType dtype = hlo::ElementType::kF32;
+};
+
+struct Capture {
+  engine::Mode previous = engine::Mode::kDeferNever;
+  std::vector<engine::ValuePtr> start_values;  // input storages' values at begin
+  bool active = false;
+};
+
+Capture& capture() {
+  static Capture c;
+  return c;
+}
+
+std::vector<InputLayout> layouts(const std::vector<at::Tensor>& inputs) {
+  std::vector<InputLayout> out;
+  std::vector<const c10::StorageImpl*> storages;
+  for (const at::Tensor& t : inputs) {
+    InputLayout l;
+    l.sizes = t.sizes().vec();
+    l.strides = t.strides().vec();
+    l.offset = t.storage_offset();
+    l.dtype = t.scalar_type();
+    l.nbytes = t.storage().nbytes();
+    l.device = t.device().index();
+    const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+    auto it = std::find(storages.begin(), storages.end(), s);
+    l.storage_group = static_cast<int>(it - storages.begin());
+    if (it == storages.end()) storages.push_back(s);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+bool same_layout(const InputLayout& a, const InputLayout& b) {
+  return a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset &&
+         a.dtype == b.dtype && a.nbytes == b.nbytes && a.device == b.device &&
+         a.storage_group == b.storage_group;
+}
+
+void check_inputs(const std::vector<at::Tensor>& inputs) {
+  for (const at::Tensor& t : inputs)
+    TORCH_CHECK(t.defined() && t.device().type() == c10::DeviceType::PrivateUse1,
+                "tpu graph inputs must be tpu tensors");
+}
+
+}  // namespace
+
+struct CapturedGraph::Impl {
+  std::string text;
+  pjrt::ExecutablePtr exe;
+  int device = 0;
+  std::vector<InputLayout> inputs;
+  // Parameter i: graph input `source[i] >= 0`, or constants[i] when -1.
+  std::vector<int> source;
+  std::vector<pjrt::BufferPtr> constants;
+  std::vector<OutputStorage> output_storages;
+  std::vector<OutputTensor> outputs;
+  // Inputs whose storage the graph rewrote: (input index, program output).
+  std::vector<std::pair<int, size_t>> updates;
+};
+
+void CapturedGraph::begin(const std::vector<at::Tensor>& inputs) {
+  check_inputs(inputs);
+  auto& e = engine::Engine::get();
+  auto guard = e.lock();
+  Capture& c = capture();
+  TORCH_CHECK(!c.active, "tpu: graph captures cannot nest");
+  // Storages never written yet get their (zero) contents now, so that every
+  // input enters the program as a parameter.
+  for (const at::Tensor& t : inputs) {
+    StorageState& st = state_of(t);
+    if (!st.value && t.numel() > 0) {
+      e.begin(st.device);
+      read(e, t);
+      e.end("capture_init");
+    }
+  }
+  e.flush("capture_begin");
+  c.start_values.clear();
+  for (const at::Tensor& t : inputs) c.start_values.push_back(state_of(t).value);
+  c.previous = e.mode();
+  e.set_mode(engine::Mode::kDeferAll);
+  c.active = true;
+}
+
+void CapturedGraph::abort() {
+  auto& e = engine::Engine::get();
+  auto guard = e.lock();
+  Capture& c = capture();
+  if (!c.active) return;
+  c.active = false;
+  c.start_values.clear();
+  e.set_mode(c.previous);  // flushes what was recorded: eager semantics hold
+}
+
+std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>& inputs,
+                                                  const std::vector<at::Tensor>& outputs,
+                                                  std::string* why) {
+  auto& e = engine::Engine::get();
+  auto guard = e.lock();
+  Capture& c = capture();
+  TORCH_CHECK(c.active, "tpu: end of a graph capture that was not begun");
+  c.active = false;
+  engine::Program p = e.flush_program("capture_end");
+  e.set_mode(c.previous);
+  std::vector<engine::ValuePtr> start = std::move(c.start_values);
+
+  auto impl = std::make_shared<Impl>();
+  impl->text = p.text;
+  impl->exe = p.exe;
+  impl->device = p.device;
+  impl->inputs = layouts(inputs);
+  auto fail = [&](const std::string& reason) {
+    *why = reason;
+    return std::shared_ptr<CapturedGraph>();
+  };
+  if (!p.exe) return fail("the graph recorded no device work");
+
+  for (const pjrt::BufferPtr& b : p.inputs) {
+    int src = -1;
+    for (size_t k = 0; k < start.size(); ++k)
+      if (start[k] && start[k]->buffer() == b) src = static_cast<int>(k);
+    impl->source.push_back(src);
+    impl->constants.push_back(src < 0 ? b : nullptr);
+  }
+  std::vector<int> storage_of_output(p.outputs.size(), -1);
+  std::vector<bool> used(p.outputs.size(), false);
+  auto find_output = [&](const engine::ValuePtr& v) -> int {
+    for (size_t j = 0; j < p.outputs.size(); ++j)
+      if (p.outputs[j] == v) return static_cast<int>(j);
+    return -1;
+  };
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const engine::ValuePtr& now = state_of(inputs[k]).value;
+    if (now == start[k]) continue;
+    int j = find_output(now);
+    if (j < 0) return fail("an input was rewritten outside the graph");
+    impl->updates.emplace_back(static_cast<int>(k), static_cast<size_t>(j));
+    used[j] = true;
+  }
+  for (const at::Tensor& t : outputs) {
+    TORCH_CHECK(t.defined() && t.device().type() == c10::DeviceType::PrivateUse1,
+                "tpu graph outputs must be tpu tensors");
+    for (const at::Tensor& in : inputs)
+      if (in.storage().is_alias_of(t.storage()))
+        return fail("an output aliases an input");
+    StorageState& st = state_of(t);
+    int j = find_output(st.value);
+    if (j < 0) return fail("an output was not computed by the graph");
+    used[j] = true;
+    if (storage_of_output[j] < 0) {
+      storage_of_output[j] = static_cast<int>(impl->output_storages.size());
+      impl->output_storages.push_back({static_cast<size_t>(j), st.nbytes, st.dtype});
+    }
+    impl->outputs.push_back({t.sizes().vec(), t.strides().vec(), t.storage_offset(),
+                             t.scalar_type(), storage_of_output[j]});
+  }
+  for (size_t j = 0; j < used.size(); ++j)
+    if (!used[j]) return fail("the graph left a value alive outside its outputs");
+  return std::make_shared<CapturedGraph>(impl);
+}
+
+bool CapturedGraph::matches(const std::vector<at::Tensor>& inputs) const {
+  if (inputs.size() != impl_->inputs.size()) return false;
+  for (const at::Tensor& t : inputs)
+    if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) return false;
+  std::vector<InputLayout> now = layouts(inputs);
+  for (size_t i = 0; i < now.size(); ++i)
+    if (!same_layout(now[i], impl_->inputs[i])) return false;
+  return true;
+}
+
+std::vector<at::Tensor> CapturedGraph::run(const std::vector<at::Tensor>& inputs) const {
+  TORCH_CHECK(matches(inputs), "tpu: graph inputs changed layout since capture");
+  auto& e = engine::Engine::get();
+  std::vector<pjrt::BufferPtr> args;
+  args.reserve(impl_->source.size());
+  for (size_t i = 0; i < impl_->source.size(); ++i) {
+    int k = impl_->source[i];
+    if (k < 0) {
+      args.push_back(impl_->constants[i]);
+      continue;
+    }
+    const engine::ValuePtr& v = state_of(inputs[k]).value;
+    TORCH_CHECK(v != nullptr, "tpu: graph input ", k, " has no contents");
+    args.push_back(e.buffer(v, "graph_input"));
+  }
+  std::vector<engine::ValuePtr> values = e.run(*impl_->exe, args, impl_->device);
+
+  c10::DeviceGuard device_guard(c10::Device(c10::DeviceType::PrivateUse1, impl_->device));
+  std::vector<c10::Storage> storages;
+  for (const OutputStorage& s : impl_->output_storages) {
+    c10::Storage storage(c10::Storage::use_byte_size_t(), s.nbytes, allocator(),
+                         /*resizable=*/true);
+    StorageState& st = state_of(storage);
+    st.value = values[s.program_output];
+    st.dtype = s.dtype;
+    storages.push_back(std::move(storage));
+  }
+  std::vector<at::Tensor> outs;
+  for (const OutputTensor& o : impl_->outputs) {
+    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(storages[o.storage]), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+        caffe2::TypeMeta::fromScalarType(o.dtype));
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides, o.offset);
+    outs.push_back(std::move(t));
+  }
+  for (const auto& [k, j] : impl_->updates) state_of(inputs[k]).value = values[j];
+  return outs;
+}
+
+const std::string& CapturedGraph::text() const { return impl_->text; }
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,39 @@
+// Whole-graph capture for torch.compile: a graph runs once on real tpu
+// tensors with nothing flushed (DEFER_ALL), becoming one program; later calls
+// replay that program directly, passing only device buffers.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torch_tpu::aten {
+
+class CapturedGraph {
+ public:
+  // Flushes pending work and starts recording everything until end().
+  static void begin(const std::vector<at::Tensor>& inputs);
+  // Ends the recording started by begin(): runs it (compiling once) and
+  // returns a replayable graph, or null with `why` when the graph cannot be
+  // replayed by buffer substitution (the caller then runs it eagerly).
+  static std::shared_ptr<CapturedGraph> end(const std::vector<at::Tensor>& inputs,
+                                            const std::vector<at::Tensor>& outputs,
+                                            std::string* why);
+  // Abandons a capture (after an exception), restoring the eager mode.
+  static void abort();
+
+  // Whether `inputs` have the layout the graph was captured with.
+  bool matches(const std::vector<at::Tensor>& inputs) const;
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  const std::string& text() const;
+
+  struct Impl;
+  explicit CapturedGraph(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace torch_tpu::aten

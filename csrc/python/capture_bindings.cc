@@ -1,0 +1,23 @@
+// Bindings that pass tensors: graph capture for the torch.compile backend.
+// Kept apart from module.cc so only this file pays for torch's pybind casters.
+#include <torch/csrc/utils/pybind.h>
+
+#include "../aten/graph_capture.h"
+
+namespace py = pybind11;
+using torch_tpu::aten::CapturedGraph;
+
+void bind_capture(py::module& m) {
+  py::class_<CapturedGraph, std::shared_ptr<CapturedGraph>>(m, "CapturedGraph")
+      .def("matches", &CapturedGraph::matches)
+      .def("run", &CapturedGraph::run)
+      .def_property_readonly("text", &CapturedGraph::text);
+  m.def("_capture_begin", &CapturedGraph::begin);
+  m.def("_capture_abort", &CapturedGraph::abort);
+  m.def("_capture_end", [](const std::vector<at::Tensor>& inputs,
+                           const std::vector<at::Tensor>& outputs) {
+    std::string why;
+    auto graph = CapturedGraph::end(inputs, outputs, &why);
+    return py::make_tuple(graph, why);
+  });
+}
