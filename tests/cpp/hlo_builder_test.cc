@@ -210,7 +210,7 @@ TEST(HloConstants, I64VectorAndFull) {
   std::string m = b.module();
   EXPECT_NE(m.find("{value = dense<[3, -1]> : tensor<2xi64>}"), std::string::npos) << m;
   EXPECT_NE(m.find("{value = dense<7> : tensor<i32>} : () -> tensor<i32>\n"
-                   "    %3 = \"stablehlo.broadcast_in_dim\"(%2) {broadcast_dimensions = "
+                   "    %2 = \"stablehlo.broadcast_in_dim\"(%1) {broadcast_dimensions = "
                    "array<i64>} : (tensor<i32>) -> tensor<2xi32>"),
             std::string::npos)
       << m;
