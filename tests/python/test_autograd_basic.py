@@ -15,7 +15,7 @@ def needs_lowering(fn):
 
 def grads(fn, inputs, grad_out, device):
     """d(fn)/d(inputs) · grad_out, computed on `device`; grads returned as is."""
-    leaves = [x.to(device).requires_grad_() for x in inputs]
+    leaves = [x.detach().clone().to(device).requires_grad_() for x in inputs]
     out = fn(*leaves)
     out.backward(grad_out.to(device))
     return out, [x.grad for x in leaves]
@@ -26,9 +26,11 @@ def positive(*shape):
 
 
 ELEMENTWISE = {
-    "add": (lambda a, b: a + b * 2, [torch.randn(3, 4), torch.randn(4)]),
+    "add": (lambda a, b: a + b * 2, [torch.randn(3, 4), torch.randn(3, 4)]),
+    "add_broadcast": (lambda a, b: a + b, [torch.randn(3, 4), torch.randn(4)]),  # needs sum
     "add_alpha": (lambda a, b: torch.add(a, b, alpha=-3), [torch.randn(3, 4), torch.randn(3, 4)]),
-    "mul": (lambda a, b: a * b, [torch.randn(3, 4), torch.randn(3, 1)]),
+    "mul": (lambda a, b: a * b, [torch.randn(3, 4), torch.randn(3, 4)]),
+    "mul_broadcast": (lambda a, b: a * b, [torch.randn(3, 4), torch.randn(3, 1)]),
     "div": (lambda a, b: a / b, [torch.randn(3, 4), positive(3, 4)]),
     "exp": (lambda a: torch.exp(a) * a, [torch.randn(3, 4)]),
     "tanh": (lambda a: torch.tanh(a), [torch.randn(3, 4)]),
@@ -42,8 +44,7 @@ ELEMENTWISE = {
 @pytest.mark.parametrize("name", ELEMENTWISE)
 def test_elementwise_backward_matches_cpu(name):
     fn, inputs = ELEMENTWISE[name]
-    out_cpu, _ = grads(fn, inputs, torch.ones(1), "cpu")
-    grad_out = torch.randn(out_cpu.shape)
+    grad_out = torch.randn(fn(*inputs).shape)
     out_cpu, expected = grads(fn, inputs, grad_out, "cpu")
     out_tpu, actual = needs_lowering(lambda: grads(fn, inputs, grad_out, "tpu"))
     assert_same(out_tpu.detach(), out_cpu.detach())
