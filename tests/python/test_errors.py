@@ -1,0 +1,160 @@
+"""Errors are as clear as on CPU, say what helps, and leave the process usable."""
+import warnings
+
+import pytest
+import torch
+
+import torch_tpu
+from conftest import assert_same
+
+# Ops with no tpu lowering, for the fallback tests; the first one still
+# unlowered is used, so lowering one of them does not break these tests.
+UNLOWERED = [
+    ("aten::histc", lambda x: torch.histc(x, bins=4, min=-2, max=2)),
+    ("aten::special_zeta", lambda x: torch.special.zeta(x.abs() + 2, 3.0)),
+    ("aten::_fft_r2c", lambda x: torch.fft.rfft(x).abs()),
+]
+
+
+def unlowered_op():
+    native = set(torch_tpu.native_ops())
+    for name, fn in UNLOWERED:
+        if name.split("::")[1] not in native and name not in native:
+            return name, fn
+    pytest.skip("every candidate op is lowered now; add a new one to UNLOWERED")
+
+
+@pytest.fixture(autouse=True)
+def process_keeps_working():
+    """After every test, errors included, a fresh op still runs correctly."""
+    yield
+    x = torch.tensor([1.0, 2.0])
+    assert torch.equal((x.to("tpu") * 3 + 1).cpu(), x * 3 + 1)
+
+
+def cpu_error(fn, *args):
+    with pytest.raises(Exception) as info:
+        fn(*args)
+    return info
+
+
+# Shape errors come from PyTorch's meta functions, whose wording differs from
+# the CPU kernels' (e.g. "Attempting to broadcast a dimension of length 4"), so
+# these compare the exception type and the facts the message must name.
+
+def test_shape_mismatch_in_add():
+    a, b = torch.randn(2, 3), torch.randn(4)
+    expected = cpu_error(torch.add, a, b)
+    with pytest.raises(RuntimeError) as info:
+        torch.add(a.to("tpu"), b.to("tpu"))
+    assert type(info.value) is type(expected.value)
+    message = str(info.value)
+    assert "broadcast" in message and "4" in message and "3" in message, message
+
+
+def test_inplace_shape_mismatch():
+    a, b = torch.randn(3), torch.randn(2, 3)
+    expected = cpu_error(a.add_, b)
+    with pytest.raises(RuntimeError) as info:
+        a.to("tpu").add_(b.to("tpu"))
+    assert type(info.value) is type(expected.value)
+    message = str(info.value)
+    assert "doesn't match the broadcast shape" in message and "3" in message, message
+
+
+def test_mm_shape_mismatch():
+    a, b = torch.randn(2, 3), torch.randn(4, 5)
+    with pytest.raises(RuntimeError) as info:  # NotImplementedError is a RuntimeError
+        torch.mm(a.to("tpu"), b.to("tpu"))
+    if not isinstance(info.value, NotImplementedError):
+        assert "cannot be multiplied" in str(info.value)
+
+
+def test_mixing_cpu_and_tpu_names_both_devices():
+    a, b = torch.randn(3).to("tpu"), torch.randn(3)
+    for fn in (lambda: a + b, lambda: b + a, lambda: a.mul_(b)):
+        with pytest.raises(RuntimeError) as info:
+            fn()
+        message = str(info.value)
+        assert "tpu" in message and "cpu" in message, message
+
+
+def test_invalid_device_index():
+    for fn in (lambda: torch.zeros(2, device="tpu:7"),
+               lambda: torch.empty(2, device="tpu:7"),
+               lambda: torch.randn(2).to("tpu:7")):
+        with pytest.raises((RuntimeError, IndexError), match="tpu:7"):
+            fn()
+
+
+def test_unsupported_op_names_op_and_fallback_switch():
+    name, fn = unlowered_op()
+    x = torch.linspace(-1.5, 1.5, 8)
+    with pytest.raises(NotImplementedError) as info:
+        fn(x.to("tpu"))
+    message = str(info.value)
+    assert name.split("::")[1] in message, message
+    assert "TORCH_TPU_CPU_FALLBACK" in message
+
+
+def test_cpu_fallback_runs_op_warns_once_and_counts():
+    name, fn = unlowered_op()
+    key = name.split("::")[1]
+    x = torch.linspace(-1.5, 1.5, 8)
+    before = {k: v for k, v in torch_tpu.fallback_counts().items() if key in k}
+    torch_tpu.set_cpu_fallback(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first = fn(x.to("tpu"))
+            second = fn(x.to("tpu"))
+        assert_same(first, fn(x))
+        assert_same(second, fn(x))
+    finally:
+        torch_tpu.set_cpu_fallback(False)
+    after = {k: v for k, v in torch_tpu.fallback_counts().items() if key in k}
+    assert sum(after.values()) - sum(before.values()) >= 2, after
+    ours = [w for w in caught if key in str(w.message)]
+    if not before:  # the warning is given once per op per process
+        assert len(ours) == 1, [str(w.message) for w in caught]
+    assert not torch_tpu._C._cpu_fallback_enabled()
+    with pytest.raises(NotImplementedError):
+        fn(x.to("tpu"))
+
+
+@pytest.mark.parametrize("mode", ["bogus", "defer", 17, -1, None])
+def test_invalid_eager_mode_raises_value_error(mode):
+    previous = torch_tpu.get_eager_mode()
+    with pytest.raises(ValueError, match="eager mode"):
+        torch_tpu.set_eager_mode(mode)
+    with pytest.raises(ValueError):
+        with torch_tpu.eager_mode(mode):
+            pass
+    assert torch_tpu.get_eager_mode() == previous
+
+
+def test_valid_eager_mode_names():
+    previous = torch_tpu.get_eager_mode()
+    try:
+        for name in ("defer_and_fuse", "DEFER_NEVER_AND_LAUNCH_BLOCKING", "defer_never"):
+            torch_tpu.set_eager_mode(name)
+            assert torch_tpu.get_eager_mode().name == name.upper()
+            x = torch.tensor([1.0, -2.0])
+            assert_same(x.to("tpu") * 2 - 1, x * 2 - 1)
+    finally:
+        torch_tpu.set_eager_mode(previous)
+
+
+def test_error_inside_fused_mode_leaves_engine_usable():
+    a, b = torch.randn(2, 3), torch.randn(4)
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        pending = a.to("tpu") + 1
+        with pytest.raises(RuntimeError):
+            pending + b.to("tpu")
+        assert_same(pending * 2, (a + 1) * 2)
+
+
+def test_unsupported_dtype_is_a_clear_error():
+    x = torch.tensor([1, 2], dtype=torch.float8_e4m3fn)
+    with pytest.raises((TypeError, RuntimeError), match="tpu"):
+        x.to("tpu")
