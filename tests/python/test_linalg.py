@@ -136,3 +136,13 @@ def test_cholesky_solve_and_inverse(highest_precision):
     check(lambda b, f: torch.cholesky_solve(b, f), randn(4, 2), l, atol=1e-5, rtol=1e-5)
     check(lambda f: torch.cholesky_inverse(f), l, atol=1e-5, rtol=1e-5)
     check(lambda f: torch.cholesky_inverse(f, upper=True), l.mT.contiguous(), atol=1e-5, rtol=1e-5)
+
+
+def test_out_dtype_overloads_accumulate_in_f32():
+    # mm.dtype/bmm.dtype have no CPU kernel: the reference is the f32 product.
+    a, b = randn(4, 8, dtype=torch.bfloat16), randn(8, 3, dtype=torch.bfloat16)
+    y = torch.mm(a.to("tpu"), b.to("tpu"), out_dtype=torch.float32)
+    assert_same(y, a.float() @ b.float(), atol=1e-5, rtol=1e-5)
+    s = randn(2, 4, 8, dtype=torch.bfloat16)
+    y = torch.bmm(s.to("tpu"), s.mT.to("tpu"), out_dtype=torch.float32)
+    assert_same(y, s.float() @ s.mT.float(), atol=1e-5, rtol=1e-5)
