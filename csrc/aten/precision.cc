@@ -16,7 +16,11 @@ lowering::Precision current_precision() {
   int o = g_override.load(std::memory_order_relaxed);
   if (o >= 0) return static_cast<lowering::Precision>(o);
   auto p = at::globalContext().float32MatmulPrecision();
-  if (p == g_initial) return lowering::Precision::kDefault;
+  // Any call of set_float32_matmul_precision (even "highest", torch's
+  // initial value) leaves the per-backend setting off its initial "none".
+  bool chosen = p != g_initial || at::globalContext().float32Precision(
+      at::Float32Backend::CUDA, at::Float32Op::MATMUL) != at::Float32Precision::NONE;
+  if (!chosen) return lowering::Precision::kDefault;
   switch (p) {
     case at::Float32MatmulPrecision::HIGHEST: return lowering::Precision::kHighest;
     case at::Float32MatmulPrecision::HIGH: return lowering::Precision::kHigh;

@@ -1,0 +1,129 @@
+// Factorizations and solves that StableHLO has natively: Cholesky and
+// triangular solves, and what follows from them (cholesky_inverse, the
+// cholesky_solve helper). Real dtypes only: the complex forms need conjugate
+// transposes. LU (solve, inv, det) is not a StableHLO op and is not lowered.
+#include "helpers.h"
+
+namespace torch_tpu::lowering {
+
+namespace {
+
+using hlo::Compare;
+
+void require_real(const Context& c, Value x) {
+  if (!hlo::is_float(x.dtype()) || hlo::is_complex(x.dtype()))
+    throw Unsupported(c.op + " on " + x.type().str() + " (real floating point only)");
+}
+
+// i1 mask of the lower (row >= col) or upper triangle of matrices `shape`.
+Value triangle_mask(Builder& b, const std::vector<int64_t>& shape, bool lower) {
+  int64_t r = static_cast<int64_t>(shape.size());
+  TensorType idx{ElementType::kI32, shape};
+  Value row = b.iota(idx, r - 2), col = b.iota(idx, r - 1);
+  return b.compare(lower ? Compare::kGE : Compare::kLE, row, col);
+}
+
+Value triangle(Builder& b, Value x, bool lower) {
+  return b.select(triangle_mask(b, x.shape(), lower), x, splat_like(b, 0, x));
+}
+
+// Swaps the last two dims.
+Value transpose_last(Builder& b, Value x) {
+  std::vector<int64_t> perm(x.rank());
+  for (int64_t i = 0; i < x.rank(); ++i) perm[i] = i;
+  std::swap(perm[x.rank() - 1], perm[x.rank() - 2]);
+  return b.transpose(x, perm);
+}
+
+// x's batch dims broadcast to those of `like`, its matrix dims kept.
+Value batch_to(Builder& b, Value x, const std::vector<int64_t>& like) {
+  std::vector<int64_t> shape(like.begin(), like.end() - 2);
+  shape.push_back(x.dim(x.rank() - 2));
+  shape.push_back(x.dim(x.rank() - 1));
+  return b.broadcast_to(x, shape);
+}
+
+// 0 when the factorization succeeded, else 1 + the first row of L that is
+// not finite. LAPACK's info is the order of the first leading minor that is
+// not positive definite; XLA:CPU fills a failed factor with NaN entirely, so
+// there the order reads as 1: info > 0 is exact, its value is a lower bound.
+Value cholesky_info(Builder& b, Value l, const TensorType& info) {
+  int64_t r = l.rank(), n = l.dim(r - 1);
+  TensorType rows{ElementType::kI32, std::vector<int64_t>(l.shape().begin(), l.shape().end() - 1)};
+  Value bad = b.convert(b.not_(b.is_finite(l)), ElementType::kI32);
+  Value bad_row = reduce_max(b, bad, {r - 1});
+  Value order = b.add(b.iota(rows, r - 2), splat(b, 1, ElementType::kI32, rows.shape));
+  Value none = splat(b, static_cast<double>(n + 1), ElementType::kI32, rows.shape);
+  Value first = reduce_min(b, b.select(b.convert(bad_row, ElementType::kPred), order, none), {r - 2});
+  Value ok = b.compare(Compare::kGT, first, splat_like(b, static_cast<double>(n), first));
+  return b.convert(b.select(ok, splat_like(b, 0, first), first), info.dtype);
+}
+
+// The lower Cholesky factor, its upper triangle zeroed.
+Value cholesky_lower(Context& c, Value a) {
+  require_real(c, a);
+  return triangle(c.b, c.b.cholesky(a, /*lower=*/true), true);
+}
+
+// linalg_cholesky_ex(A, upper, check_errors) → (L or Lᵀ, info).
+Values cholesky_ex(Context& c, const Args& a) {
+  Value l = cholesky_lower(c, a[0].tensor);
+  Value info = cholesky_info(c.b, l, c.out(1));
+  return {a[1].b ? transpose_last(c.b, l) : l, info};
+}
+
+Values cholesky(Context& c, const Args& a) {
+  Value l = cholesky_lower(c, a[0].tensor);
+  return {a.size() > 1 && a[1].b ? transpose_last(c.b, l) : l};
+}
+
+// linalg_solve_triangular(A, B, upper, left, unitriangular).
+Values solve_triangular(Context& c, const Args& a) {
+  require_real(c, a[0].tensor);
+  const auto& shape = c.out().shape;
+  Value m = batch_to(c.b, a[0].tensor, shape), rhs = c.b.broadcast_to(a[1].tensor, shape);
+  return {c.b.triangular_solve(m, rhs, /*left_side=*/a[3].b, /*lower=*/!a[2].b,
+                               /*unit_diagonal=*/a[4].b, /*transpose_a=*/false)};
+}
+
+// triangular_solve(B, A, upper, transpose, unitriangular) → (X, A broadcast).
+Values triangular_solve(Context& c, const Args& a) {
+  require_real(c, a[1].tensor);
+  Value rhs = c.b.broadcast_to(a[0].tensor, c.out(0).shape);
+  Value m = c.b.broadcast_to(a[1].tensor, c.out(1).shape);
+  Value x = c.b.triangular_solve(m, rhs, true, /*lower=*/!a[2].b, a[4].b, /*transpose_a=*/a[3].b);
+  return {x, m};
+}
+
+// A⁻¹ B for A = L Lᵀ (lower) or Uᵀ U (upper), given the factor.
+Value cholesky_solve(Builder& b, Value factor, Value rhs, bool upper) {
+  Value y = b.triangular_solve(factor, rhs, true, !upper, false, /*transpose_a=*/upper);
+  return b.triangular_solve(factor, y, true, !upper, false, /*transpose_a=*/!upper);
+}
+
+Values cholesky_solve_helper(Context& c, const Args& a) {
+  require_real(c, a[1].tensor);
+  return {cholesky_solve(c.b, a[1].tensor, a[0].tensor, a[2].b)};
+}
+
+Values cholesky_inverse(Context& c, const Args& a) {
+  Value f = a[0].tensor;
+  require_real(c, f);
+  TensorType t = f.type();
+  Value eye = c.b.convert(triangle_mask(c.b, t.shape, true), t.dtype);
+  eye = c.b.mul(eye, c.b.convert(triangle_mask(c.b, t.shape, false), t.dtype));
+  return {cholesky_solve(c.b, f, eye, a.size() > 1 && a[1].b)};
+}
+
+}  // namespace
+
+void register_linalg_decompositions(Registry& r) {
+  r.add("aten::linalg_cholesky_ex", cholesky_ex);
+  r.add("aten::cholesky", cholesky);
+  r.add("aten::linalg_solve_triangular", solve_triangular);
+  r.add("aten::triangular_solve", triangular_solve);
+  r.add("aten::_cholesky_solve_helper", cholesky_solve_helper);
+  r.add("aten::cholesky_inverse", cholesky_inverse);
+}
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,139 @@
+"""TPU matmul precision modes: the error of each mode against a float64 CPU
+reference, the API, and that a mode change emits a different program.
+(Convolution shares the helper but is lowered on another branch: mm and bmm
+here.)"""
+import pytest
+import torch
+import torch_tpu
+
+MODES = ("default", "high", "highest", "float32")
+F32_EPS = 2.0 ** -24
+
+
+@pytest.fixture(autouse=True)
+def restore_precision():
+    previous = torch_tpu._C._get_precision_override()
+    yield
+    torch_tpu._C._set_precision(previous)
+
+
+def inputs(kind, shape_a, shape_b, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(*shape_a, generator=g)
+    b = torch.randn(*shape_b, generator=g)
+    if kind == "adversarial":  # bf16 drops the 2^-10 part; wide exponent range
+        a = 1 + 2.0 ** -10 * torch.sign(a) + 2.0 ** -18 * a
+        b = b * 2.0 ** torch.randint(-12, 12, shape_b, generator=g).float()
+    return a, b
+
+
+def errors(op, a, b):
+    """Max error of each mode, in units of the f64 sum of |products|."""
+    ref = op(a.double(), b.double())
+    scale = op(a.double().abs(), b.double().abs())
+    out = {}
+    for mode in MODES:
+        with torch.tpu.precision(mode):
+            y = op(a.to("tpu"), b.to("tpu")).cpu().double()
+        out[mode] = ((y - ref).abs() / scale).max().item()
+    return out
+
+
+@pytest.mark.parametrize("kind", ["random", "adversarial"])
+@pytest.mark.parametrize("op,shapes", [(torch.mm, ((16, 64), (64, 8))),
+                                       (torch.bmm, ((2, 8, 64), (2, 64, 4)))])
+def test_each_mode_is_clearly_tighter(op, shapes, kind):
+    e = errors(op, *inputs(kind, *shapes))
+    assert e["default"] > 2.0 ** -12, e               # bf16 operands: ~2^-9
+    assert e["high"] < e["default"] / 30, e           # bf16x3: ~2^-17
+    assert e["highest"] < e["high"] / 10, e           # bf16x6: f32 rounding
+    assert e["highest"] < 8 * F32_EPS, e
+    assert e["float32"] < 8 * F32_EPS, e
+
+
+def test_default_rounds_operands_to_bf16():
+    a, b = inputs("adversarial", (4, 32), (32, 4))
+    expected = a.bfloat16().double() @ b.bfloat16().double()
+    y = torch.mm(a.to("tpu"), b.to("tpu")).cpu().double()
+    torch.testing.assert_close(y, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_inf_and_nan_propagate_in_split_modes():
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    a[0, 1], a[2, 0] = float("inf"), float("nan")
+    b[1] = b[1].abs() + 1  # row 0 of the result is +inf or -inf, not NaN
+    expected = a @ b
+    for mode in MODES:
+        with torch.tpu.precision(mode):
+            y = torch.mm(a.to("tpu"), b.to("tpu")).cpu()
+        torch.testing.assert_close(y, expected, equal_nan=True, rtol=0.1, atol=0.1)
+
+
+def test_precision_api():
+    assert torch.tpu.get_precision() == "default"
+    torch.tpu.precision("high")  # a call sets it globally
+    assert torch.tpu.get_precision() == "high"
+    with torch.tpu.precision("highest"):
+        assert torch.tpu.get_precision() == "highest"
+        with torch.tpu.precision("ieee"):
+            assert torch.tpu.get_precision() == "float32"
+        assert torch.tpu.get_precision() == "highest"
+    assert torch.tpu.get_precision() == "high"
+    torch.tpu.set_precision("MEDIUM")
+    assert torch.tpu.get_precision() == "default"
+    torch.tpu.set_precision(None)
+    with pytest.raises(ValueError, match="'default', 'high', 'highest'"):
+        torch.tpu.precision("bf16x9")
+    with pytest.raises(ValueError):
+        torch.tpu.set_precision(3)
+
+
+def test_set_float32_matmul_precision_maps_onto_modes():
+    torch.tpu.set_precision(None)
+    try:
+        for torch_mode, mode in [("high", "high"), ("medium", "default"),
+                                 ("highest", "highest")]:
+            torch.set_float32_matmul_precision(torch_mode)
+            assert torch.tpu.get_precision() == mode
+        with torch.tpu.precision("default"):  # the tpu setting wins
+            assert torch.tpu.get_precision() == "default"
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = "none"
+        torch.backends.mkldnn.matmul.fp32_precision = "none"
+    assert torch.tpu.get_precision() == "default"
+
+
+def new_programs():
+    """Programs not found in memory (compiled, or read from the disk cache)."""
+    m = torch_tpu._C._metrics()
+    return m.get("compiles", 0) + m.get("cache_disk_hits", 0)
+
+
+def test_mode_change_compiles_a_different_program():
+    a, b = torch.randn(5, 7).to("tpu"), torch.randn(7, 3).to("tpu")
+    results = {}
+    for mode in MODES:
+        with torch.tpu.precision(mode):
+            torch.mm(a, b).cpu()  # warm: this mode's program exists now
+            before = new_programs()
+            results[mode] = torch.mm(a, b).cpu()
+            assert new_programs() == before  # cache hit
+    torch_tpu._C._reset_metrics()
+    with torch.tpu.precision("high"):
+        torch.mm(torch.randn(5, 6).to("tpu"), torch.randn(6, 3).to("tpu")).cpu()
+    first = new_programs()
+    with torch.tpu.precision("highest"):
+        torch.mm(torch.randn(5, 6).to("tpu"), torch.randn(6, 3).to("tpu")).cpu()
+    assert new_programs() > first >= 1
+    assert not torch.equal(results["default"], results["float32"])
+
+
+def test_half_dtypes_ignore_mode_and_accumulate_in_f32():
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(8, 256, generator=g).bfloat16()
+    b = torch.randn(256, 8, generator=g).bfloat16()
+    expected = (a.double() @ b.double()).bfloat16()  # one rounding at the end
+    for mode in ("default", "highest"):
+        with torch.tpu.precision(mode):
+            y = torch.mm(a.to("tpu"), b.to("tpu")).cpu()
+        torch.testing.assert_close(y, expected, rtol=8e-3, atol=1e-2)
