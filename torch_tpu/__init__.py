@@ -5,7 +5,13 @@ entry point) registers the `tpu` device; then `tensor.to("tpu")` works.
 """
 import os
 
-import torch
+
+def _autoload():
+    """Entry point for `torch.backends`: importing this module is the work.
+    Defined before `import torch`, which may itself autoload this module."""
+
+
+import torch  # noqa: E402
 
 from . import _plugin
 
@@ -42,7 +48,3 @@ __all__ = [
     "metrics_report", "reset_metrics", "cache_stats", "clear_cache", "set_cpu_fallback",
     "fallback_counts", "native_ops",
 ]
-
-
-def _autoload():
-    """Entry point for `torch.backends`: importing this module is the work."""

@@ -25,6 +25,12 @@ def _check(index: int) -> int:
     return index
 
 
+def _is_in_bad_fork() -> bool:
+    """The PJRT client is created lazily per process; a fork before first use
+    is safe, and one after it is not supported by the plugins either way."""
+    return False
+
+
 def is_available() -> bool:
     return device_count() > 0
 

@@ -4,6 +4,7 @@
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -244,6 +245,9 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::shared_ptr<const OpMeta> meta = infer_meta(op, args, plan->mutated);
   std::vector<at::Tensor> mutated;  // the real tensors written, in order
   for (size_t i : plan->mutated) flatten(args[i], mutated);
+  // Writing through a view where several elements share one memory location
+  // (expand) is an error on CPU; meta functions do not check it.
+  for (const at::Tensor& t : mutated) at::assert_no_internal_overlap(t);
   TORCH_CHECK(mutated.size() == meta->mutated.size(), "tpu: internal error: ",
               full_name(schema.operator_name()), " mutates ", mutated.size(),
               " tensors but its meta function reported ", meta->mutated.size());

@@ -67,23 +67,40 @@ Strided view_of(const at::Tensor& t) {
   return s;
 }
 
+// `flat` (rank 1) reinterpreted as elements of `to`: the bytes are the same
+// (a storage viewed as another dtype, or copied as raw bytes).
+hlo::Value reinterpret(hlo::Builder& b, hlo::Value flat, ElementType to) {
+  ElementType from = flat.dtype();
+  if (from == to) return flat;
+  // i1 has no bit layout of its own in StableHLO: its byte is 0 or 1.
+  if (from == ElementType::kPred) return reinterpret(b, b.convert(flat, ElementType::kU8), to);
+  if (to == ElementType::kPred) {
+    hlo::Value bytes = reinterpret(b, flat, ElementType::kU8);
+    return b.compare(hlo::Compare::kNE, bytes, b.full(bytes.type(), 0));
+  }
+  int64_t wf = hlo::bit_width(from), wt = hlo::bit_width(to), n = flat.dim(0);
+  if (wf == wt) return b.bitcast_convert(flat, hlo::TensorType{to, {n}});
+  if (wf > wt) {  // each element splits into wf/wt smaller ones
+    int64_t r = wf / wt;
+    return b.reshape(b.bitcast_convert(flat, hlo::TensorType{to, {n, r}}), {n * r});
+  }
+  int64_t r = wt / wf;
+  TORCH_CHECK(n % r == 0, "tpu: a storage of ", n, " ", hlo::mlir_name(from),
+              " elements cannot be viewed as ", hlo::mlir_name(to));
+  return b.bitcast_convert(b.reshape(flat, {n / r, r}), hlo::TensorType{to, {n / r}});
+}
+
 // The storage's flat value in the tensor's element type, initializing an
 // unwritten storage to zeros (PyTorch leaves `empty` undefined; zeros are a
 // deterministic choice).
 hlo::Value flat_value(engine::Engine& e, StorageState& st, ElementType dtype) {
   auto& b = e.builder();
-  size_t width = engine::element_size(dtype);
   if (!st.value) {
-    int64_t n = static_cast<int64_t>(st.nbytes / width);
+    int64_t n = static_cast<int64_t>(st.nbytes / engine::element_size(dtype));
     st.value = e.produce(b.full(hlo::TensorType{dtype, {n}}, 0));
     st.dtype = dtype;
   }
-  hlo::Value flat = e.use(st.value);
-  if (st.dtype == dtype) return flat;
-  TORCH_CHECK(engine::element_size(st.dtype) == width,
-              "tpu: reading a storage of ", hlo::mlir_name(st.dtype), " as ",
-              hlo::mlir_name(dtype), " (different element sizes) is not supported");
-  return b.bitcast_convert(flat, hlo::TensorType{dtype, flat.shape()});
+  return reinterpret(b, e.use(st.value), dtype);
 }
 
 }  // namespace
@@ -109,8 +126,7 @@ void write(engine::Engine& e, const at::Tensor& t, hlo::Value v) {
     flat = dense;  // the whole storage is replaced: nothing to read
     st.dtype = dtype;
   } else {
-    flat = lowering::strided_write(b, flat_value(e, st, dtype), v, view);
-    if (st.dtype != dtype) flat = b.bitcast_convert(flat, hlo::TensorType{st.dtype, flat.shape()});
+    flat = reinterpret(b, lowering::strided_write(b, flat_value(e, st, dtype), v, view), st.dtype);
   }
   st.value = e.produce(flat);
 }

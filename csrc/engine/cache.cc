@@ -27,7 +27,7 @@ bool get_u64(const std::string& in, size_t& pos, uint64_t& v) {
 }  // namespace
 
 uint64_t Cache::hash(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;
   for (unsigned char c : text) {
     h ^= c;
     h *= 1099511628211ull;

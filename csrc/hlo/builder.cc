@@ -179,7 +179,8 @@ Value Builder::constant_bits(ElementType dtype, uint64_t bits) {
   } else if (is_float(dtype)) {
     literal = hex_bits(bits, bit_width(dtype));
   } else if (is_unsigned(dtype)) {
-    literal = std::to_string(bits);
+    int w = bit_width(dtype);
+    literal = std::to_string(w == 64 ? bits : bits & ((uint64_t{1} << w) - 1));
   } else if (is_integer(dtype)) {
     int w = bit_width(dtype);
     int64_t v = static_cast<int64_t>(bits << (64 - w)) >> (64 - w);

@@ -198,7 +198,7 @@ TEST(HloConstants, IntegersAndPredicates) {
 
 // A negative value in an unsigned type should wrap modulo 2^bits, as a cast
 // to uint8 does in PyTorch; constant_bits prints the raw 64-bit pattern.
-TEST(HloConstants, DISABLED_NegativeIntoUnsignedWraps) {
+TEST(HloConstants, NegativeIntoUnsignedWraps) {
   EXPECT_EQ(constant_int_text(ElementType::kU8, -1), "dense<255> : tensor<ui8>");
 }
 

@@ -1,10 +1,10 @@
 """Shared helpers: every behaviour test compares tpu against CPU PyTorch."""
 import os
 
-import pytest
-import torch
+os.environ.setdefault("TORCH_TPU_DISK_CACHE", "0")  # before torch autoloads torch_tpu
 
-os.environ.setdefault("TORCH_TPU_DISK_CACHE", "0")
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 import torch_tpu  # noqa: E402,F401
 

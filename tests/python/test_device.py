@@ -60,9 +60,6 @@ def test_manual_seed_and_initial_seed():
     assert torch.tpu.initial_seed() != first  # 64 random bits twice
 
 
-@pytest.mark.xfail(strict=True, reason="torch.manual_seed seeds a custom device only when its "
-                   "module has both manual_seed_all and _is_in_bad_fork; torch_tpu/device.py "
-                   "lacks _is_in_bad_fork, so PyTorch warns and leaves the tpu seed unchanged")
 def test_torch_manual_seed_seeds_tpu():
     torch.tpu.manual_seed(1234)
     torch.manual_seed(77)

@@ -87,13 +87,6 @@ def test_str_names_the_device():
     assert "2.5000" in text
 
 
-STORAGE_BYTES = ("tpu storages cannot be copied as bytes: torch.save/torch.load move an "
-                 "UntypedStorage between devices, which reads an f32 storage as uint8 (or a "
-                 "uint8 storage as f32) and tensor_io.cc flat_value rejects differing element "
-                 "sizes")
-
-
-@pytest.mark.xfail(strict=True, reason=STORAGE_BYTES)
 def test_save_and_load_round_trip():
     x = torch.randn(3, 4)
     y = torch.arange(5, dtype=torch.int16)
@@ -113,7 +106,6 @@ def test_save_and_load_round_trip():
     assert_same(mapped["y"], y)
 
 
-@pytest.mark.xfail(strict=True, reason=STORAGE_BYTES)
 def test_load_cpu_checkpoint_onto_tpu():
     x = torch.randn(2, 3)
     buf = io.BytesIO()
@@ -173,9 +165,6 @@ def test_expand_aliases_its_source():
     assert_same(e, (x * 2).expand(3, 6))
 
 
-@pytest.mark.xfail(strict=True, reason="dispatch.cc checks in-place ops on meta tensors, and "
-                   "PyTorch's meta kernels skip the internal-overlap check, so writing into an "
-                   "expanded tpu tensor silently succeeds where CPU raises")
 def test_inplace_into_expanded_view_raises_like_cpu():
     e = torch.arange(6.0).reshape(1, 6).to("tpu").expand(3, 6)
     with pytest.raises(RuntimeError, match="single memory location"):
