@@ -48,6 +48,15 @@ Value reduce_extreme(Builder& b, Value x, const std::vector<int64_t>& dims, bool
   })[0];
 }
 
+void require_nonempty(const Context& c, Value x, int64_t dim) {
+  if (x.dim(dim) != 0) return;
+  // Unsupported reaches Python as NotImplementedError, a RuntimeError; with
+  // the CPU fallback the CPU raises its own error.
+  std::string name = c.op.substr(c.op.find("::") + 2);
+  throw Unsupported(name.substr(0, name.find('.')) + "(): Expected reduction dim " +
+                    std::to_string(dim) + " to have non-zero size");
+}
+
 Value broadcast_back(Builder& b, Value r, const std::vector<int64_t>& shape,
                      const std::vector<int64_t>& dims) {
   std::vector<int64_t> kept;
@@ -182,6 +191,9 @@ Value index_of(Builder& b, Value x, Value m, int64_t dim) {
 LoweringFn extreme_fn(size_t dim, bool max) {
   return [=](Context& c, const Args& a) {
     Value x = a[0].tensor;
+    if (x.type().numel() == 0 && dim == kNoDim)
+      throw Unsupported(std::string(max ? "max" : "min") +
+                        "(): Expected reduction dim to be specified for input.numel() == 0");
     return Values{to_output(c, reduce_extreme(c.b, x, reduction_dims(arg_at(a, dim), x.rank()), max))};
   };
 }
@@ -191,6 +203,7 @@ LoweringFn extreme_with_index_fn(bool max) {
   return [=](Context& c, const Args& a) {
     Value x = at_least_1d(c.b, a[0].tensor);
     int64_t d = wrap_dim(a[1].i, x.rank());
+    require_nonempty(c, x, d);
     Value m = reduce_extreme(c.b, x, {d}, max);
     return Values{to_output(c, m, 0), to_output(c, index_of(c.b, x, m, d), 1)};
   };

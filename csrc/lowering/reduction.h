@@ -21,6 +21,10 @@ Value nan_max(Builder& b, Value p, Value q);
 Value nan_min(Builder& b, Value p, Value q);
 Value reduce_extreme(Builder& b, Value x, const std::vector<int64_t>& dims, bool max);
 
+// PyTorch's error for reducing an empty `dim` where there is no identity
+// (max, median, mode, ...), which its meta functions do not all raise.
+void require_nonempty(const Context& c, Value x, int64_t dim);
+
 // `r`, reduced over `dims` of `shape`, broadcast back to `shape`.
 Value broadcast_back(Builder& b, Value r, const std::vector<int64_t>& shape,
                      const std::vector<int64_t>& dims);

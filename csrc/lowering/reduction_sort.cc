@@ -90,6 +90,7 @@ LoweringFn median_dim_fn(bool ignore_nan) {
   return [=](Context& c, const Args& a) {
     Value x = at_least_1d(c.b, a[0].tensor);
     int64_t d = wrap_dim(a[1].i, x.rank());
+    require_nonempty(c, x, d);
     Sorted s = sort_along(c.b, x, d, false);
     return select_sorted(c, s, median_position(c.b, x, d, ignore_nan), d);
   };
@@ -111,6 +112,7 @@ Values mode(Context& c, const Args& a) {
   Builder& b = c.b;
   Value x = at_least_1d(b, a[0].tensor);
   int64_t d = wrap_dim(a[1].i, x.rank());
+  require_nonempty(c, x, d);
   Value v = sort_along(b, x, d, false).values;
   Value pos = b.iota({ElementType::kI64, x.shape()}, d);
   // Where each run of equal sorted values starts, carried forward by a scan.
