@@ -254,6 +254,8 @@ Moments moments(Builder& b, Value x, const std::vector<int64_t>& dims, const Arg
 LoweringFn moments_fn(bool stddev, bool with_mean) {
   return [=](Context& c, const Args& a) {
     reject_complex(c, a[0].tensor);
+    if (!hlo::is_float(a[0].tensor.dtype()))  // PyTorch's meta lets this through
+      throw Unsupported("std and var only support floating point and complex dtypes");
     Value x = c.b.convert(a[0].tensor, accumulation_type(c.out().dtype));
     Moments m = moments(c.b, x, reduction_dims(a[1], x.rank()), a[2]);
     Values r{to_output(c, stddev ? c.b.sqrt(m.var) : m.var, 0)};
@@ -362,8 +364,6 @@ void register_reduction(Registry& r) {
   r.add("aten::argmax", arg_extreme_fn(true));
   r.add("aten::argmin", arg_extreme_fn(false));
   r.add("aten::aminmax", aminmax_fn(1));
-  r.add("aten::_aminmax", aminmax_fn(kNoDim));
-  r.add("aten::_aminmax.dim", aminmax_fn(1));
 
   r.add("aten::var.correction", moments_fn(false, false));
   r.add("aten::std.correction", moments_fn(true, false));
