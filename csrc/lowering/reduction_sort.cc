@@ -106,6 +106,23 @@ LoweringFn median_fn(bool ignore_nan) {
   };
 }
 
+// For each position of sorted `v` along `dim`: how many equal values precede
+// it in its run. Run starts are marked, then carried forward by a max-scan.
+Value run_offsets(Builder& b, Value v, int64_t dim) {
+  Value key = orderable(b, v);
+  Value pos = b.iota({ElementType::kI64, v.shape()}, dim);
+  std::vector<int64_t> low(v.rank(), 0), high(v.rank(), 0);
+  low[dim] = 1;
+  high[dim] = -1;
+  Value prev = b.pad(key, b.constant(key.dtype(), 0), low, high);
+  Value starts = b.or_(b.compare(hlo::Compare::kNE, key, prev),
+                       b.compare(hlo::Compare::kEQ, pos, splat_like(b, 0, pos)));
+  auto max = [](Builder& b, const Values& e, const Values& l) { return Values{b.max(e[0], l[0])}; };
+  Value run_start = scan(b, {b.select(starts, pos, splat_like(b, 0, pos))}, dim,
+                         {b.constant(ElementType::kI64, 0)}, max)[0];
+  return b.sub(pos, run_start);
+}
+
 // mode (self, dim, keepdim): the most frequent value (the smallest among
 // equally frequent ones) and the last index where it occurs, as on CPU.
 Values mode(Context& c, const Args& a) {
@@ -114,26 +131,14 @@ Values mode(Context& c, const Args& a) {
   int64_t d = wrap_dim(a[1].i, x.rank());
   require_nonempty(c, x, d);
   Value v = sort_along(b, x, d, false).values;
+  Value offset = run_offsets(b, v, d);
   Value pos = b.iota({ElementType::kI64, x.shape()}, d);
-  // Where each run of equal sorted values starts, carried forward by a scan.
-  std::vector<int64_t> low(x.rank(), 0), high(x.rank(), 0);
-  low[d] = 1;
-  high[d] = -1;
-  Value prev = b.pad(orderable(b, v), b.constant(orderable(b, v).dtype(), 0), low, high);
-  Value starts = b.or_(b.compare(hlo::Compare::kNE, orderable(b, v), prev),
-                       b.compare(hlo::Compare::kEQ, pos, splat_like(b, 0, pos)));
-  Value run_start = scan(b, {b.select(starts, pos, splat_like(b, 0, pos))}, d,
-                         {b.constant(ElementType::kI64, 0)},
-                         [](Builder& b, const Values& e, const Values& l) {
-                           return Values{b.max(e[0], l[0])};
-                         })[0];
-  Value length = b.sub(pos, run_start);  // run length so far, minus one
-  Value longest = reduce_max(b, length, {d});
-  Value first_longest = reduce_min(
-      b, b.select(b.compare(hlo::Compare::kEQ, length, broadcast_back(b, longest, x.shape(), {d})),
-                  pos, splat_like(b, static_cast<double>(x.dim(d)), pos)),
-      {d});
-  Value value = pick(b, v, first_longest, d);
+  // The first position reaching the longest run ends the smallest such value.
+  Value longest = broadcast_back(b, reduce_max(b, offset, {d}), x.shape(), {d});
+  Value end = reduce_min(b, b.select(b.compare(hlo::Compare::kEQ, offset, longest), pos,
+                                     splat_like(b, static_cast<double>(x.dim(d)), pos)),
+                         {d});
+  Value value = pick(b, v, end, d);
   Value at = b.compare(hlo::Compare::kEQ, x, broadcast_back(b, value, x.shape(), {d}));
   Value last = reduce_max(b, b.select(at, pos, splat_like(b, -1, pos)), {d});
   return {to_output(c, value, 0), to_output(c, last, 1)};
