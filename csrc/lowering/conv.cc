@@ -25,6 +25,19 @@ std::vector<int64_t> tail(const std::vector<int64_t>& shape, size_t first) {
   return {shape.begin() + static_cast<std::ptrdiff_t>(first), shape.end()};
 }
 
+Value take(Builder& b, Value x, int64_t dim, Value index) {
+  int64_t m = index.dim(0);
+  hlo::GatherDims d;
+  for (int64_t i = 0; i < x.rank(); ++i)
+    if (i != dim) d.offset_dims.push_back(i);
+  d.collapsed_slice_dims = d.start_index_map = {dim};
+  d.index_vector_dim = 1;
+  std::vector<int64_t> sizes = x.shape(), shape = x.shape();
+  sizes[dim] = 1;
+  shape[dim] = m;
+  return b.gather(x, b.reshape(index, {m, 1}), d, sizes, TensorType{x.dtype(), shape});
+}
+
 namespace {
 
 using hlo::ConvDims;

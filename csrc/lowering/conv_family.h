@@ -20,4 +20,7 @@ Value crop(Builder& b, Value x, const std::vector<int64_t>& shape);
 // The sizes of `x` from dim `first` on.
 std::vector<int64_t> tail(const std::vector<int64_t>& shape, size_t first);
 
+// x[..., index, ...] along `dim`, for a 1-d i64 `index`.
+Value take(Builder& b, Value x, int64_t dim, Value index);
+
 }  // namespace torch_tpu::lowering

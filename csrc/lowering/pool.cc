@@ -278,21 +278,6 @@ std::vector<int64_t> window_reads(const Adaptive& w) {
   return reads;
 }
 
-// x[..., reads, ...] along `dim`.
-Value take(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& reads) {
-  int64_t m = static_cast<int64_t>(reads.size());
-  hlo::GatherDims d;
-  for (int64_t i = 0; i < x.rank(); ++i)
-    if (i != dim) d.offset_dims.push_back(i);
-  d.collapsed_slice_dims = d.start_index_map = {dim};
-  d.index_vector_dim = 1;
-  std::vector<int64_t> sizes = x.shape(), shape = x.shape();
-  sizes[dim] = 1;
-  shape[dim] = m;
-  Value idx = b.reshape(b.constant_i64_vector(reads), {m, 1});
-  return b.gather(x, idx, d, sizes, TensorType{x.dtype(), shape});
-}
-
 // adaptive_max_pool{2,3}d(self, output_size) -> (values, indices): every
 // window read as a padded block [out..., longest...] and reduced.
 LoweringFn adaptive_max_pool(size_t n) {
@@ -305,8 +290,9 @@ LoweringFn adaptive_max_pool(size_t n) {
     for (size_t i = n; i-- > 0;) {
       int64_t dim = static_cast<int64_t>(lead + i);
       Adaptive w = adaptive(x.dim(dim), c.out(0).shape[dim]);
-      x = take(c.b, x, dim, window_reads(w));
-      pos = take(c.b, pos, dim, window_reads(w));
+      Value reads = c.b.constant_i64_vector(window_reads(w));
+      x = take(c.b, x, dim, reads);
+      pos = take(c.b, pos, dim, reads);
       blocks.insert(blocks.begin() + static_cast<std::ptrdiff_t>(lead),
                     {static_cast<int64_t>(w.start.size()), w.longest});
     }
