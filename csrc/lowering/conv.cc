@@ -1,7 +1,234 @@
-#include "helpers.h"
+// Convolution, forward and backward, for 1d/2d/3d, strided, padded, dilated,
+// grouped and transposed. PyTorch's composite `aten::convolution` checks the
+// arguments and hands every device convolution to the backend hook
+// `convolution_overrideable` (and its backward to
+// `convolution_backward_overrideable`). All three backward products are
+// convolutions themselves:
+//   grad_input of a convolution   = transposed convolution of grad_output
+//   grad_input of a transposed one = plain convolution of grad_output
+//   grad_weight                    = input ⋆ grad_output, with the batch as the
+//                                    contracted dimension.
+#include "conv_family.h"
 
 namespace torch_tpu::lowering {
 
-void register_conv(Registry& r) { (void)r; }
+std::vector<int64_t> expand(const std::vector<int64_t>& v, size_t n) {
+  if (v.size() == 1 && n > 1) return std::vector<int64_t>(n, v[0]);
+  return v;
+}
+
+Value crop(Builder& b, Value x, const std::vector<int64_t>& shape) {
+  return b.slice(x, std::vector<int64_t>(x.rank(), 0), shape);
+}
+
+std::vector<int64_t> tail(const std::vector<int64_t>& shape, size_t first) {
+  return {shape.begin() + static_cast<std::ptrdiff_t>(first), shape.end()};
+}
+
+Value take(Builder& b, Value x, int64_t dim, Value index) {
+  int64_t m = index.dim(0);
+  hlo::GatherDims d;
+  for (int64_t i = 0; i < x.rank(); ++i)
+    if (i != dim) d.offset_dims.push_back(i);
+  d.collapsed_slice_dims = d.start_index_map = {dim};
+  d.index_vector_dim = 1;
+  std::vector<int64_t> sizes = x.shape(), shape = x.shape();
+  sizes[dim] = 1;
+  shape[dim] = m;
+  return b.gather(x, b.reshape(index, {m, 1}), d, sizes, TensorType{x.dtype(), shape});
+}
+
+namespace {
+
+using hlo::ConvDims;
+using hlo::ConvOptions;
+using Padding = std::vector<std::pair<int64_t, int64_t>>;
+
+// The attributes of convolution_overrideable (and its backward), which share
+// argument positions 3..8.
+struct ConvParams {
+  std::vector<int64_t> stride, padding, dilation, output_padding;
+  bool transposed = false;
+  int64_t groups = 1;
+};
+
+ConvParams conv_params(const Args& a, size_t spatial) {
+  return {expand(a[3].ints, spatial), expand(a[4].ints, spatial), expand(a[5].ints, spatial),
+          expand(a[7].ints, spatial), a[6].b, a[8].i};
+}
+
+std::vector<int64_t> spatial_dims(int64_t n) {
+  std::vector<int64_t> dims(n);
+  for (int64_t i = 0; i < n; ++i) dims[i] = i + 2;
+  return dims;
+}
+
+// Batch, feature, spatial... in all three operands (PyTorch's NC* layout).
+ConvDims nc_dims(int64_t spatial) {
+  ConvDims d;
+  d.input_spatial = d.kernel_spatial = d.output_spatial = spatial_dims(spatial);
+  return d;
+}
+
+Padding symmetric(const std::vector<int64_t>& p) {
+  Padding out;
+  for (int64_t v : p) out.emplace_back(v, v);
+  return out;
+}
+
+// The operands of an f32 convolution at the context's matmul precision;
+// 16-bit floats are convolved in f32 (as PyTorch accumulates them on CPU).
+std::pair<Value, Value> conv_operands(Context& c, Value lhs, Value rhs) {
+  ElementType t = accumulation_type(lhs.dtype());
+  lhs = c.b.convert(lhs, t);
+  rhs = c.b.convert(rhs, t);
+  if (t == ElementType::kF32 && c.precision == Precision::kDefault) {
+    lhs = c.b.reduce_precision(lhs, 8, 7);
+    rhs = c.b.reduce_precision(rhs, 8, 7);
+  }
+  return {lhs, rhs};
+}
+
+int64_t option(const std::vector<int64_t>& v, size_t i) { return v.empty() ? 1 : v[i]; }
+
+// stablehlo.convolution with its result type inferred from the operands.
+Value conv(Context& c, Value lhs, Value rhs, const ConvDims& d, const ConvOptions& o) {
+  auto [x, w] = conv_operands(c, lhs, rhs);
+  size_t n = d.input_spatial.size();
+  std::vector<int64_t> shape(n + 2);
+  shape[d.output_batch] = x.dim(d.input_batch) / o.batch_group_count;
+  shape[d.output_feature] = w.dim(d.kernel_output_feature);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t in = x.dim(d.input_spatial[i]);
+    int64_t dilated = in == 0 ? 0 : (in - 1) * option(o.lhs_dilation, i) + 1;
+    if (!o.padding.empty()) dilated += o.padding[i].first + o.padding[i].second;
+    int64_t window = (w.dim(d.kernel_spatial[i]) - 1) * option(o.rhs_dilation, i) + 1;
+    shape[d.output_spatial[i]] =
+        dilated < window ? 0 : (dilated - window) / option(o.window_strides, i) + 1;
+  }
+  return c.b.convolution(x, w, TensorType{x.dtype(), shape}, d, o);
+}
+
+// y[N, O, *] = x[N, C, *] ⋆ w[O, C/g, *].
+Value conv_forward(Context& c, Value x, Value w, const ConvParams& p) {
+  ConvOptions o;
+  o.window_strides = p.stride;
+  o.rhs_dilation = p.dilation;
+  o.padding = symmetric(p.padding);
+  o.feature_group_count = p.groups;
+  return conv(c, x, w, nc_dims(x.rank() - 2), o);
+}
+
+// PyTorch's transposed weight w[C, O/g, *] as a plain one, [O, C/g, *],
+// mirrored in space.
+Value untranspose_weight(Builder& b, Value w, int64_t groups) {
+  std::vector<int64_t> k = tail(w.shape(), 2), split{groups, w.dim(0) / groups, w.dim(1)};
+  split.insert(split.end(), k.begin(), k.end());
+  std::vector<int64_t> perm{0, 2, 1}, merged{groups * w.dim(1), w.dim(0) / groups};
+  for (size_t i = 0; i < k.size(); ++i) perm.push_back(static_cast<int64_t>(i) + 3);
+  merged.insert(merged.end(), k.begin(), k.end());
+  Value plain = b.reshape(b.transpose(b.reshape(w, split), perm), merged);
+  return b.reverse(plain, spatial_dims(static_cast<int64_t>(k.size())));
+}
+
+// The transpose of conv_forward in its input: x[N, C, *], w[C, O/g, *].
+// Written as a stride-1 convolution over x dilated by the stride; padding
+// below zero becomes a crop of the result.
+Value conv_transposed(Context& c, Value x, Value w, const ConvParams& p) {
+  size_t n = x.rank() - 2;
+  ConvOptions o;
+  o.lhs_dilation = p.stride;
+  o.rhs_dilation = p.dilation;
+  o.feature_group_count = p.groups;
+  std::vector<int64_t> start(n + 2, 0), cut(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t reach = p.dilation[i] * (w.dim(i + 2) - 1);
+    int64_t lo = reach - p.padding[i], hi = lo + p.output_padding[i];
+    o.padding.emplace_back(std::max<int64_t>(lo, 0), std::max<int64_t>(hi, 0));
+    start[i + 2] = std::max<int64_t>(-lo, 0);
+    cut[i] = std::max<int64_t>(-hi, 0);
+  }
+  Value y = conv(c, x, untranspose_weight(c.b, w, p.groups), nc_dims(n), o);
+  std::vector<int64_t> limit = y.shape();
+  for (size_t i = 0; i < n; ++i) limit[i + 2] -= cut[i];
+  return c.b.slice(y, start, limit);
+}
+
+// d/dw of conv_forward(x, w) against output gradient gy[N, O, *]: the batch
+// is contracted, input channels play the batch; groups split that batch.
+Value conv_weight_grad(Context& c, Value x, Value gy, const std::vector<int64_t>& w_shape,
+                       const ConvParams& p) {
+  ConvDims d = nc_dims(x.rank() - 2);
+  d.input_batch = d.kernel_output_feature = d.output_batch = 1;
+  d.input_feature = d.kernel_input_feature = d.output_feature = 0;
+  ConvOptions o;
+  o.window_strides = p.dilation;
+  o.rhs_dilation = p.stride;
+  o.padding = symmetric(p.padding);
+  o.batch_group_count = p.groups;
+  // Rows the forward's last window never reached make the result too long.
+  return crop(c.b, conv(c, x, gy, d, o), w_shape);
+}
+
+Value add_bias(Builder& b, Value y, Value bias) {
+  return b.add(y, b.broadcast_in_dim(b.convert(bias, y.dtype()), y.shape(), {1}));
+}
+
+Values convolution(Context& c, const Args& a) {
+  Value x = a[0].tensor, w = a[1].tensor;
+  ConvParams p = conv_params(a, x.rank() - 2);
+  Value y = p.transposed ? conv_transposed(c, x, w, p) : conv_forward(c, x, w, p);
+  if (!a[2].none()) y = add_bias(c.b, y, a[2].tensor);
+  return {c.b.convert(y, c.out().dtype)};
+}
+
+// The output_padding that makes a transposed convolution of gy recover the
+// input extent of the forward convolution.
+std::vector<int64_t> recovering_padding(Value x, Value w, Value gy, const ConvParams& p) {
+  std::vector<int64_t> out;
+  for (int64_t i = 2; i < x.rank(); ++i) {
+    size_t s = i - 2;
+    int64_t reached = (gy.dim(i) - 1) * p.stride[s] - 2 * p.padding[s] +
+                      p.dilation[s] * (w.dim(i) - 1) + 1;
+    out.push_back(x.dim(i) - reached);
+  }
+  return out;
+}
+
+Value bias_grad(Builder& b, Value gy) {
+  std::vector<int64_t> dims{0};
+  for (int64_t i = 2; i < gy.rank(); ++i) dims.push_back(i);
+  return reduce_sum(b, b.convert(gy, accumulation_type(gy.dtype())), dims);
+}
+
+// (grad_input, grad_weight, grad_bias); the ones output_mask leaves out are
+// zeros (the meta kernel gives every output a shape, see aten/conv_meta.cc).
+Values convolution_backward(Context& c, const Args& a) {
+  Value gy = a[0].tensor, x = a[1].tensor, w = a[2].tensor;
+  ConvParams p = conv_params(a, x.rank() - 2);
+  const std::vector<bool>& mask = a[9].bools;
+  Values grads(3);
+  if (mask[0]) {
+    ConvParams back = p;
+    back.output_padding = recovering_padding(x, w, gy, p);
+    grads[0] = p.transposed ? conv_forward(c, gy, w, p) : conv_transposed(c, gy, w, back);
+  }
+  if (mask[1])
+    grads[1] = p.transposed ? conv_weight_grad(c, gy, x, w.shape(), p)
+                            : conv_weight_grad(c, x, gy, w.shape(), p);
+  if (mask[2]) grads[2] = bias_grad(c.b, gy);
+  for (size_t i = 0; i < 3; ++i)
+    grads[i] = grads[i].valid() ? c.b.convert(grads[i], c.out(i).dtype) : c.b.zeros(c.out(i));
+  return grads;
+}
+
+}  // namespace
+
+void register_conv(Registry& r) {
+  r.add("aten::convolution_overrideable", convolution);
+  r.add("aten::convolution_backward_overrideable", convolution_backward);
+  register_pool(r);
+  register_upsample(r);
+}
 
 }  // namespace torch_tpu::lowering

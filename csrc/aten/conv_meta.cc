@@ -1,0 +1,51 @@
+// Meta (shape-only) kernels for the backend convolution hooks. PyTorch gives
+// `convolution_overrideable` and `convolution_backward_overrideable` only a
+// CompositeExplicitAutograd stub that throws, so the lowered kernel's meta step
+// (dispatch.cc) needs these to learn the result shapes. Argument checks already
+// ran in the composite `aten::convolution` above the backend.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+namespace torch_tpu::aten {
+
+namespace {
+
+at::Tensor meta_empty(std::vector<int64_t> shape, const at::Tensor& like) {
+  return at::detail::empty_meta(shape, like.scalar_type());
+}
+
+at::Tensor convolution_meta(const at::Tensor& input, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& /*bias*/, at::IntArrayRef stride,
+                            at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                            at::IntArrayRef output_padding, int64_t groups) {
+  std::vector<int64_t> shape{input.size(0), transposed ? weight.size(1) * groups : weight.size(0)};
+  for (int64_t i = 2; i < input.dim(); ++i) {
+    size_t d = i - 2;
+    int64_t extent = dilation[d] * (weight.size(i) - 1) + 1;
+    shape.push_back(transposed ? (input.size(i) - 1) * stride[d] - 2 * padding[d] + extent +
+                                     output_padding[d]
+                               : (input.size(i) + 2 * padding[d] - extent) / stride[d] + 1);
+  }
+  return meta_empty(shape, input);
+}
+
+// All three gradients are always produced (zeros where output_mask is false):
+// the boxed lowered kernel gives every declared output a tensor.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_meta(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::IntArrayRef /*stride*/, at::IntArrayRef /*padding*/, at::IntArrayRef /*dilation*/,
+    bool /*transposed*/, at::IntArrayRef /*output_padding*/, int64_t /*groups*/,
+    std::array<bool, 3> /*output_mask*/) {
+  return {meta_empty(input.sizes().vec(), input), meta_empty(weight.sizes().vec(), weight),
+          meta_empty({grad_output.size(1)}, grad_output)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("convolution_overrideable", TORCH_FN(convolution_meta));
+  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_meta));
+}
+
+}  // namespace torch_tpu::aten

@@ -1,0 +1,254 @@
+"""Convolution, pooling, interpolation and attention on tpu against CPU,
+forward and backward (input and weight gradients)."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_tpu
+from conftest import assert_same, to_tpu
+
+BF16_TOL = dict(atol=2e-2, rtol=2e-2)
+
+
+def check_grad(fn, *args, atol=None, rtol=None, params=()):
+    """fn's output and the gradients of its float args (and of `params`, pairs
+    of CPU/tpu parameter lists) on tpu match CPU for a random grad_output."""
+    cpu = [a.detach().requires_grad_(a.is_floating_point()) for a in args]
+    tpu = [a.detach().to("tpu").requires_grad_(a.is_floating_point()) for a in args]
+    cpu_params, tpu_params = params if params else ([], [])
+    expected = fn(*cpu)
+    actual = fn(*tpu)
+    assert_same(actual, expected, atol=atol, rtol=rtol)
+    grad = torch.randn_like(expected)
+    wrt_cpu = [a for a in cpu if a.requires_grad] + list(cpu_params)
+    wrt_tpu = [a for a in tpu if a.requires_grad] + list(tpu_params)
+    expected_grads = torch.autograd.grad(expected, wrt_cpu, grad)
+    actual_grads = torch.autograd.grad(actual, wrt_tpu, grad.to("tpu"))
+    assert_same(list(actual_grads), list(expected_grads), atol=atol, rtol=rtol)
+
+
+# ---- convolution -------------------------------------------------------------
+
+CONV_CASES = [
+    # (input shape, weight shape, kwargs)
+    ((2, 4, 9, 8), (6, 2, 3, 3), dict(stride=2, padding=1, groups=2)),
+    ((2, 4, 9, 8), (6, 4, 3, 2), dict(stride=(2, 1), padding=(2, 0), dilation=(2, 3))),
+    ((1, 3, 5, 5), (4, 3, 1, 1), dict()),
+    ((2, 3, 10), (4, 3, 3), dict(stride=3, padding=2)),
+    ((1, 4, 4, 5, 3), (4, 1, 2, 3, 1), dict(padding=1, groups=4)),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,kwargs", CONV_CASES)
+def test_conv_forward_and_backward(highest_precision, x_shape, w_shape, kwargs):
+    conv = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(x_shape)]
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(w_shape[0])
+    check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
+
+
+TRANSPOSED_CASES = [
+    ((2, 4, 5, 6), (4, 3, 3, 2), dict(stride=2, padding=(1, 2), output_padding=1, groups=2,
+                                      dilation=(1, 2))),
+    ((2, 3, 7), (3, 2, 4), dict(stride=3, padding=4, output_padding=2)),
+    ((1, 2, 3, 4, 2), (2, 2, 2, 3, 1), dict(stride=2)),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,kwargs", TRANSPOSED_CASES)
+def test_conv_transpose_forward_and_backward(highest_precision, x_shape, w_shape, kwargs):
+    conv = {3: F.conv_transpose1d, 4: F.conv_transpose2d, 5: F.conv_transpose3d}[len(x_shape)]
+    groups = kwargs.get("groups", 1)
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(w_shape[1] * groups)
+    check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
+
+
+def test_conv_default_precision_rounds_operands_to_bf16():
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    expected = F.conv2d(x.bfloat16().float(), w.bfloat16().float(), padding=1)
+    actual = F.conv2d(x.to("tpu"), w.to("tpu"), padding=1)
+    assert_same(actual, expected, atol=1e-5, rtol=1e-5)
+    assert (actual.cpu() - F.conv2d(x, w, padding=1)).abs().max() > 1e-4
+
+
+def test_conv_bf16():
+    x, w, b = (torch.randn(2, 3, 6, 6).bfloat16(), torch.randn(4, 3, 3, 3).bfloat16(),
+               torch.randn(4).bfloat16())
+    check_grad(lambda x, w, b: F.conv2d(x, w, b, padding=1, stride=2), x, w, b, **BF16_TOL)
+
+
+def test_conv_unbatched_input(highest_precision):
+    check_grad(lambda x, w: F.conv2d(x, w, padding=1), torch.randn(3, 5, 5),
+               torch.randn(2, 3, 3, 3), atol=1e-5, rtol=1e-5)
+
+
+def module_check(module, x, atol=1e-5, rtol=1e-5):
+    """A module on tpu (a copy of the CPU one) matches in output, input grad
+    and parameter grads."""
+    tpu_module = module_copy(module)
+    params = (list(module.parameters()), list(tpu_module.parameters()))
+    calls = iter([module, tpu_module])
+    check_grad(lambda x: next(calls)(x), x, params=params, atol=atol, rtol=rtol)
+
+
+def module_copy(module):
+    import copy
+    return copy.deepcopy(module).to("tpu")
+
+
+@pytest.mark.parametrize("module", [
+    nn.Conv2d(3, 4, 3, stride=2, padding=1),
+    nn.Conv2d(4, 4, 3, padding="same", groups=2, bias=False),
+    nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1),
+], ids=["conv", "conv_same_grouped", "conv_transpose"])
+def test_conv_modules(highest_precision, module):
+    module_check(module, torch.randn(2, module.in_channels, 7, 6))
+
+
+# ---- pooling -----------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs", [
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=(2, 3), stride=(2, 1), padding=(1, 0), dilation=(2, 1), ceil_mode=True),
+])
+def test_max_pool2d_values_indices_and_grad(kwargs):
+    x = torch.randn(2, 3, 9, 8)
+    x[0, 0, :3, :3] = 1.0  # ties: the first maximum wins
+    x[1, 2, 4, 4] = float("nan")
+    check_grad(lambda x: F.max_pool2d(x, **kwargs), x)
+    expected = F.max_pool2d(x, return_indices=True, **kwargs)[1]
+    assert_same(F.max_pool2d(x.to("tpu"), return_indices=True, **kwargs)[1], expected)
+
+
+def test_max_pool1d_and_3d():
+    check_grad(lambda x: F.max_pool1d(x, 3, 2, 1), torch.randn(2, 3, 10))
+    x = torch.randn(1, 2, 5, 6, 4)
+    check_grad(lambda x: F.max_pool3d(x, 2, (2, 1, 2), 1), x)
+    assert_same(F.max_pool3d(x.to("tpu"), 2, return_indices=True)[1],
+                F.max_pool3d(x, 2, return_indices=True)[1])
+
+
+def test_max_pool_all_negative_infinity_picks_real_element():
+    x = torch.full((1, 1, 3, 3), float("-inf"))
+    values, indices = F.max_pool2d(x.to("tpu"), 2, 2, 1, return_indices=True)
+    assert_same((values, indices), F.max_pool2d(x, 2, 2, 1, return_indices=True))
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=(3, 2), stride=(1, 2), padding=(1, 1), divisor_override=5),
+])
+def test_avg_pool2d(kwargs):
+    check_grad(lambda x: F.avg_pool2d(x, **kwargs), torch.randn(2, 3, 9, 8))
+
+
+def test_avg_pool1d_and_3d():
+    check_grad(lambda x: F.avg_pool1d(x, 3, 2, 1, count_include_pad=False), torch.randn(2, 3, 10))
+    check_grad(lambda x: F.avg_pool3d(x, 2, 2, 1, ceil_mode=True), torch.randn(1, 2, 5, 6, 4))
+
+
+@pytest.mark.parametrize("size", [(4, 3), (9, 8), (1, 2)])
+def test_adaptive_avg_pool2d(size):
+    check_grad(lambda x: F.adaptive_avg_pool2d(x, size), torch.randn(2, 3, 9, 8))
+
+
+def test_adaptive_avg_pool3d():
+    check_grad(lambda x: F.adaptive_avg_pool3d(x, (2, 3, 3)), torch.randn(1, 2, 5, 6, 4))
+
+
+@pytest.mark.parametrize("size", [(4, 3), (5, 5)])
+def test_adaptive_max_pool2d(size):
+    x = torch.randn(2, 3, 9, 8)
+    check_grad(lambda x: F.adaptive_max_pool2d(x, size), x)
+    assert_same(F.adaptive_max_pool2d(x.to("tpu"), size, return_indices=True)[1],
+                F.adaptive_max_pool2d(x, size, return_indices=True)[1])
+
+
+def test_pooling_bf16():
+    x = torch.randn(2, 3, 8, 8).bfloat16()
+    check_grad(lambda x: F.max_pool2d(x, 2), x, **BF16_TOL)
+    check_grad(lambda x: F.avg_pool2d(x, 3, 2, 1), x, **BF16_TOL)
+
+
+@pytest.mark.parametrize("module", [
+    nn.MaxPool2d(3, 2, 1), nn.AvgPool2d(2), nn.AdaptiveAvgPool2d((3, 2)),
+], ids=["max", "avg", "adaptive_avg"])
+def test_pool_modules(module):
+    module_check(module, torch.randn(2, 3, 7, 6))
+
+
+# ---- interpolation -----------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs", [
+    dict(scale_factor=2),
+    dict(size=(7, 9)),
+    dict(scale_factor=(1.7, 2.3)),
+    dict(size=(7, 3), mode="nearest-exact"),
+    dict(size=(7, 9), mode="bilinear"),
+    dict(size=(7, 9), mode="bilinear", align_corners=True),
+    dict(scale_factor=(1.7, 2.5), mode="bilinear"),
+    dict(size=(3, 3), mode="bilinear"),
+])
+def test_interpolate_2d(kwargs):
+    check_grad(lambda x: F.interpolate(x, **kwargs), torch.randn(2, 3, 5, 4))
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(size=11), dict(size=11, mode="linear"), dict(size=3, mode="linear", align_corners=True),
+])
+def test_interpolate_1d(kwargs):
+    check_grad(lambda x: F.interpolate(x, **kwargs), torch.randn(2, 3, 5))
+
+
+def test_interpolate_3d():
+    x = torch.randn(1, 2, 3, 4, 2)
+    check_grad(lambda x: F.interpolate(x, size=(4, 7, 5), mode="trilinear"), x)
+    check_grad(lambda x: F.interpolate(x, scale_factor=2), x)
+
+
+def test_interpolate_bf16():
+    x = torch.randn(2, 3, 5, 4).bfloat16()
+    check_grad(lambda x: F.interpolate(x, size=(7, 9), mode="bilinear"), x, **BF16_TOL)
+
+
+@pytest.mark.parametrize("module", [
+    nn.Upsample(scale_factor=2), nn.Upsample(scale_factor=2, mode="bilinear"),
+], ids=["nearest", "bilinear"])
+def test_upsample_modules(module):
+    module_check(module, torch.randn(2, 3, 4, 5))
+
+
+# ---- attention -----------------------------------------------------------------
+
+# What scaled_dot_product_attention decomposes into on tpu (no fused kernel
+# reaches the backend); these ops are lowered in other families.
+SDPA_OPS = ["bmm", "_softmax", "_softmax_backward_data", "isneginf", "all", "fill_", "tril"]
+
+
+def lowered(name):
+    return any(op == "aten::" + name or op.startswith("aten::" + name + ".")
+               for op in torch_tpu.native_ops())
+
+
+needs_matmul = pytest.mark.skipif(
+    not all(lowered(op) for op in SDPA_OPS),
+    reason="scaled_dot_product_attention needs " + ", ".join(SDPA_OPS))
+
+
+@needs_matmul
+@pytest.mark.parametrize("kwargs", [dict(), dict(is_causal=True)])
+def test_scaled_dot_product_attention(highest_precision, kwargs):
+    q, k, v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 6, 4), torch.randn(2, 3, 6, 4)
+    check_grad(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kwargs), q, k, v,
+               atol=1e-5, rtol=1e-5)
+
+
+@needs_matmul
+def test_scaled_dot_product_attention_with_mask(highest_precision):
+    q, k, v = torch.randn(2, 5, 4), torch.randn(2, 6, 4), torch.randn(2, 6, 4)
+    mask = torch.randn(5, 6) > 0
+    mask[:, 0] = True
+    check_grad(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+               q, k, v, mask, atol=1e-5, rtol=1e-5)
