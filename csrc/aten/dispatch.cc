@@ -273,6 +273,8 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", full_name(schema.operator_name()),
                                   " is not supported for these arguments: ", u.what(),
                                   ". Set TORCH_TPU_CPU_FALLBACK=1 to run unsupported ops on the CPU.");
+    } catch (const lowering::InvalidArgument& bad) {
+      TORCH_CHECK(false, bad.what());
     } catch (const hlo::TypeError& t) {
       TORCH_CHECK(false, "tpu: internal error lowering ", full_name(schema.operator_name()), ": ",
                   t.what());

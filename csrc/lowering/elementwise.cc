@@ -170,8 +170,14 @@ Values masked_fill(Context& c, const Args& a) {
 }
 
 // NaN-propagating max/min (torch.maximum) versus NaN-ignoring (torch.fmax).
-Value nan_max(Builder& b, Value x, Value y) { return b.max(x, y); }
-Value nan_min(Builder& b, Value x, Value y) { return b.min(x, y); }
+// stablehlo.maximum's NaN behaviour differs across backends: be explicit.
+Value nan_propagating(Builder& b, Value x, Value y, Value m) {
+  if (!hlo::is_float(x.dtype())) return m;
+  Value either_nan = b.or_(b.compare(hlo::Compare::kNE, x, x), b.compare(hlo::Compare::kNE, y, y));
+  return b.select(either_nan, b.add(x, y), m);
+}
+Value nan_max(Builder& b, Value x, Value y) { return nan_propagating(b, x, y, b.max(x, y)); }
+Value nan_min(Builder& b, Value x, Value y) { return nan_propagating(b, x, y, b.min(x, y)); }
 
 Value round_half_even(Builder& b, Value x) {
   if (!hlo::is_float(x.dtype())) return x;

@@ -35,7 +35,9 @@ inline Value splat_like(Builder& b, double value, Value like) {
   return splat(b, value, like.dtype(), like.shape());
 }
 
-// Reductions with a monoid body, over `dims`.
+// Reductions with a monoid body, over `dims`. reduce_max/min follow
+// stablehlo.maximum/minimum, whose NaN handling varies by backend: use them
+// for integers, or see reduction.h for the NaN-propagating float forms.
 Value reduce_sum(Builder& b, Value x, const std::vector<int64_t>& dims);
 Value reduce_max(Builder& b, Value x, const std::vector<int64_t>& dims);
 Value reduce_min(Builder& b, Value x, const std::vector<int64_t>& dims);

@@ -64,6 +64,14 @@ struct Unsupported : std::exception {
   std::string message;
 };
 
+// Thrown for an argument error PyTorch's meta function does not catch (e.g.
+// max() of an empty tensor); raised to Python as CPU raises it.
+struct InvalidArgument : std::exception {
+  explicit InvalidArgument(std::string m) : message(std::move(m)) {}
+  const char* what() const noexcept override { return message.c_str(); }
+  std::string message;
+};
+
 class Registry {
  public:
   static Registry& get();  // all families registered on first use

@@ -188,10 +188,6 @@ def test_num_devices_must_be_positive_integer():
         assert message in proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="torch_tpu/__init__.py imports torch before defining "
-                   "_autoload, so torch's backend autoload (the torch.backends entry point) "
-                   "finds a partially initialized torch_tpu and raises when torch_tpu is "
-                   "imported before torch")
 def test_import_torch_tpu_first():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", "import torch_tpu, torch; print(torch.tpu)"],
