@@ -169,7 +169,7 @@ Value hardsigmoid_backward(Builder& b, const Values& v, const Args&) {
 Value hardswish_backward(Builder& b, const Values& v, const Args&) {
   Value g = v[0], x = v[1];
   Value mid = b.mul(g, b.add(b.div(x, k(b, 3, x)), k(b, 0.5, x)));
-  return b.select(lt(b, x, k(b, -3, x)), zero_like(b, x), b.select(le(b, x, k(b, 3, x)), mid, g));
+  return b.select(le(b, x, k(b, -3, x)), zero_like(b, x), b.select(lt(b, x, k(b, 3, x)), mid, g));
 }
 Value softplus_backward(Builder& b, const Values& v, const Args&) {
   Value g = v[0], bx = b.mul(v[1], v[2]);
