@@ -237,9 +237,9 @@ Arg convert(engine::Engine& e, const c10::Argument& schema_arg, const c10::IValu
 void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
   if (v.isTensor()) {
     if (v.toTensor().defined()) out.push_back(v.toTensor());
-  }
-  else if (v.isTensorList())
+  } else if (v.isTensorList()) {
     for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
+  }
 }
 
 // Advances the generator argument (if any) by what the op drew.
