@@ -57,6 +57,12 @@ bool writes(const c10::Argument& a) {
   return a.alias_info() != nullptr && a.alias_info()->isWrite();
 }
 
+// native_batch_norm updates its running stats (arguments 3 and 4) in place
+// although its schema does not mark them as written.
+bool writes_undeclared(const c10::FunctionSchema& s, size_t i) {
+  return s.name() == "aten::native_batch_norm" && s.overload_name().empty() && (i == 3 || i == 4);
+}
+
 // ---- arguments --------------------------------------------------------------
 
 struct CallState {
@@ -206,10 +212,13 @@ Arg convert(engine::Engine& e, const c10::Argument& schema_arg, const c10::IValu
 }
 
 // Tensors of the stack values `vals`, flattened (lists expand).
+// Undefined tensors (outputs a backward's output_mask leaves out) are skipped.
 void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
-  if (v.isTensor()) out.push_back(v.toTensor());
-  else if (v.isTensorList())
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) out.push_back(v.toTensor());
+  } else if (v.isTensorList()) {
     for (const at::Tensor& t : v.toTensorList()) out.push_back(t);
+  }
 }
 
 // Advances the generator argument (if any) by what the op drew.
@@ -317,6 +326,8 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         c10::List<at::Tensor> list;
         for (int64_t k = 0; k < count; ++k) list.push_back(results[next_fresh++]);
         stack->emplace_back(list);
+      } else if (!meta_stack[r].isTensor() || !meta_stack[r].toTensor().defined()) {
+        stack->emplace_back(at::Tensor());  // left out by an output_mask
       } else {
         stack->emplace_back(results[next_fresh++]);
       }
@@ -374,7 +385,7 @@ void register_lowered_ops(torch::Library& m) {
         p.mutated.push_back(i);
         continue;
       }
-      if (writes(schema.arguments()[i])) p.mutated.push_back(i);
+      if (writes(schema.arguments()[i]) || writes_undeclared(schema, i)) p.mutated.push_back(i);
       p.inputs.push_back(i);
     }
     std::string name = full_name(schema.operator_name());

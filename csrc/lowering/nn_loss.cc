@@ -1,0 +1,246 @@
+// Losses and their backward ops. Elementwise losses share two rules: the
+// forward computes a per-element loss in the compute type (f32 for 16-bit
+// floats) and applies the reduction; the backward scales the incoming
+// gradient by 1/numel for 'mean' and applies a per-element derivative.
+// nll_loss picks the target class with a one-hot compare along the class dim.
+#include <numeric>
+
+#include "helpers.h"
+
+namespace torch_tpu::lowering {
+
+namespace {
+
+using hlo::Compare;
+
+enum Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
+
+Value k(Builder& b, double x, Value like) { return splat_like(b, x, like); }
+
+std::vector<int64_t> all_dims(int64_t rank) {
+  std::vector<int64_t> d(rank);
+  std::iota(d.begin(), d.end(), 0);
+  return d;
+}
+
+// none: the elementwise loss; sum: its total; mean: total / numel (NaN when
+// empty, as on CPU).
+Value reduce_loss(Builder& b, Value loss, int64_t reduction) {
+  if (reduction == kNone) return loss;
+  Value total = reduce_sum(b, loss, all_dims(loss.rank()));
+  if (reduction == kSum) return total;
+  return b.div(total, b.constant(total.dtype(), static_cast<double>(loss.type().numel())));
+}
+
+// ---- elementwise losses: f(x, target, args) ---------------------------------
+
+using LossFn = Value (*)(Builder&, Value x, Value t, const Args& a);
+
+// Losses whose schema is (self, target, reduction, extra...).
+LoweringFn loss(LossFn f) {
+  return [f](Context& c, const Args& a) {
+    ElementType ct = accumulation_type(c.out().dtype);
+    auto shape = broadcast_shapes(a[0].tensor.shape(), a[1].tensor.shape());
+    Value x = coerce(c.b, a[0].tensor, ct, shape), t = coerce(c.b, a[1].tensor, ct, shape);
+    return Values{c.b.convert(reduce_loss(c.b, f(c.b, x, t, a), a[2].i), c.out().dtype)};
+  };
+}
+
+Value mse(Builder& b, Value x, Value t, const Args&) {
+  Value d = b.sub(x, t);
+  return b.mul(d, d);
+}
+Value smooth_l1(Builder& b, Value x, Value t, const Args& a) {
+  Value z = b.abs(b.sub(x, t));
+  double beta = a[3].d;
+  if (beta == 0) return z;
+  Value quad = b.div(b.mul(k(b, 0.5, z), b.mul(z, z)), k(b, beta, z));
+  return b.select(b.compare(Compare::kLT, z, k(b, beta, z)), quad, b.sub(z, k(b, 0.5 * beta, z)));
+}
+Value huber(Builder& b, Value x, Value t, const Args& a) {
+  Value z = b.abs(b.sub(x, t));
+  double delta = a[3].d;
+  Value quad = b.mul(k(b, 0.5, z), b.mul(z, z));
+  Value lin = b.mul(k(b, delta, z), b.sub(z, k(b, 0.5 * delta, z)));
+  return b.select(b.compare(Compare::kLT, z, k(b, delta, z)), quad, lin);
+}
+Value soft_margin(Builder& b, Value x, Value t, const Args&) {
+  return b.unary("stablehlo.log_plus_one", b.exp(b.neg(b.mul(t, x))));
+}
+
+// ---- their backward: f(g, x, target, args), g already scaled for 'mean' ----
+
+using LossGradFn = Value (*)(Builder&, Value g, Value x, Value t, const Args& a);
+
+// Backward ops whose schema is (grad, self, target, reduction, extra...).
+LoweringFn loss_backward(LossGradFn f) {
+  return [f](Context& c, const Args& a) {
+    const TensorType& out = c.out();
+    ElementType ct = accumulation_type(out.dtype);
+    Value g = coerce(c.b, a[0].tensor, ct, out.shape);
+    Value x = coerce(c.b, a[1].tensor, ct, out.shape), t = coerce(c.b, a[2].tensor, ct, out.shape);
+    if (a[3].i == kMean) g = c.b.div(g, k(c.b, static_cast<double>(a[1].tensor.type().numel()), g));
+    return Values{c.b.convert(f(c.b, g, x, t, a), out.dtype)};
+  };
+}
+
+Value mse_grad(Builder& b, Value g, Value x, Value t, const Args&) {
+  return b.mul(b.mul(k(b, 2, g), b.sub(x, t)), g);
+}
+// Shared by smooth_l1 (slope 1, quadratic x/beta) and huber (slope delta, quadratic x).
+Value piecewise_grad(Builder& b, Value g, Value d, double edge, Value inner, Value slope) {
+  Value lo = b.compare(Compare::kLE, d, k(b, -edge, d));
+  Value hi = b.compare(Compare::kGE, d, k(b, edge, d));
+  return b.select(lo, b.neg(b.mul(g, slope)), b.select(hi, b.mul(g, slope), b.mul(inner, g)));
+}
+Value smooth_l1_grad(Builder& b, Value g, Value x, Value t, const Args& a) {
+  Value d = b.sub(x, t);
+  double beta = a[4].d;
+  return piecewise_grad(b, g, d, beta, b.div(d, k(b, beta, d)), k(b, 1, d));
+}
+Value huber_grad(Builder& b, Value g, Value x, Value t, const Args& a) {
+  Value d = b.sub(x, t);
+  double delta = a[4].d;
+  return piecewise_grad(b, g, d, delta, d, k(b, delta, d));
+}
+Value soft_margin_grad(Builder& b, Value g, Value x, Value t, const Args&) {
+  Value z = b.exp(b.neg(b.mul(t, x)));
+  return b.mul(b.div(b.mul(b.neg(t), z), b.add(k(b, 1, z), z)), g);
+}
+
+// ---- binary cross entropy ---------------------------------------------------
+
+// Multiplies by the optional weight argument a[i], broadcast to x.
+Value weighted(Builder& b, Value x, const Args& a, size_t i) {
+  if (a[i].none()) return x;
+  return b.mul(x, coerce(b, a[i].tensor, x.dtype(), x.shape()));
+}
+
+// (self, target, weight?, reduction); log terms clamped at -100 like PyTorch.
+Values binary_cross_entropy(Context& c, const Args& a) {
+  const TensorType& out = c.out();
+  ElementType ct = accumulation_type(out.dtype);
+  const auto& shape = a[0].tensor.shape();
+  Value x = c.b.convert(a[0].tensor, ct), t = coerce(c.b, a[1].tensor, ct, shape);
+  Value floor = k(c.b, -100, x);
+  Value log_x = c.b.max(c.b.log(x), floor);
+  Value log_1mx = c.b.max(c.b.unary("stablehlo.log_plus_one", c.b.neg(x)), floor);
+  Value l = c.b.sub(c.b.mul(c.b.sub(t, k(c.b, 1, t)), log_1mx), c.b.mul(t, log_x));
+  return {c.b.convert(reduce_loss(c.b, weighted(c.b, l, a, 2), a[3].i), out.dtype)};
+}
+
+// (grad, self, target, weight?, reduction).
+Values binary_cross_entropy_backward(Context& c, const Args& a) {
+  const TensorType& out = c.out();
+  ElementType ct = accumulation_type(out.dtype);
+  Value g = coerce(c.b, a[0].tensor, ct, out.shape);
+  Value x = coerce(c.b, a[1].tensor, ct, out.shape), t = coerce(c.b, a[2].tensor, ct, out.shape);
+  Value denom = c.b.max(c.b.mul(c.b.sub(k(c.b, 1, x), x), x), k(c.b, 1e-12, x));
+  Value r = c.b.div(c.b.mul(g, c.b.sub(x, t)), denom);
+  if (a[4].i == kMean) r = c.b.div(r, k(c.b, static_cast<double>(out.numel()), r));
+  return {c.b.convert(weighted(c.b, r, a, 3), out.dtype)};
+}
+
+// (self, target, weight?, pos_weight?, reduction): (1 - t) x - w_pos log σ(x).
+Values bce_with_logits(Context& c, const Args& a) {
+  const TensorType& out = c.out();
+  ElementType ct = accumulation_type(out.dtype);
+  auto shape = broadcast_shapes(a[0].tensor.shape(), a[1].tensor.shape());
+  Value x = coerce(c.b, a[0].tensor, ct, shape), t = coerce(c.b, a[1].tensor, ct, shape);
+  Value log_sig = c.b.sub(c.b.min(x, k(c.b, 0, x)),
+                          c.b.unary("stablehlo.log_plus_one", c.b.exp(c.b.neg(c.b.abs(x)))));
+  if (!a[3].none()) {
+    Value pw = coerce(c.b, a[3].tensor, ct, shape);
+    log_sig = c.b.mul(c.b.add(c.b.mul(c.b.sub(pw, k(c.b, 1, pw)), t), k(c.b, 1, t)), log_sig);
+  }
+  Value l = c.b.sub(c.b.mul(c.b.sub(k(c.b, 1, t), t), x), log_sig);
+  return {c.b.convert(reduce_loss(c.b, weighted(c.b, l, a, 2), a[4].i), out.dtype)};
+}
+
+// ---- negative log likelihood ----------------------------------------------
+
+// The target class of each sample, seen from `self` (class dim 1, or 0 for a
+// single sample): which entries are picked, and each sample's weight (0 where
+// ignored).
+struct Picked {
+  Value onehot;  // pred, self's shape
+  Value valid;   // pred, target's shape: not ignore_index
+  Value weight;  // compute type, target's shape
+  int64_t class_dim;
+};
+
+Picked pick(Builder& b, Value self, Value target, const Arg& weight, int64_t ignore_index) {
+  Picked p;
+  p.class_dim = self.rank() == 1 ? 0 : 1;
+  std::vector<int64_t> sample_dims;
+  for (int64_t d = 0; d < self.rank(); ++d)
+    if (d != p.class_dim) sample_dims.push_back(d);
+  Value classes = b.iota({target.dtype(), self.shape()}, p.class_dim);
+  p.onehot = b.compare(Compare::kEQ, classes, b.broadcast_in_dim(target, self.shape(), sample_dims));
+  p.valid = b.compare(Compare::kNE, target, b.broadcast_in_dim(
+      b.constant_int(target.dtype(), ignore_index), target.shape(), {}));
+  Value w = splat(b, 1, self.dtype(), target.shape());
+  if (!weight.none()) {
+    Value wb = b.broadcast_in_dim(b.convert(weight.tensor, self.dtype()), self.shape(), {p.class_dim});
+    w = reduce_sum(b, b.select(p.onehot, wb, k(b, 0, wb)), {p.class_dim});
+  }
+  p.weight = b.select(p.valid, w, k(b, 0, w));
+  return p;
+}
+
+// nll_loss_forward / nll_loss2d_forward(self, target, weight?, reduction,
+// ignore_index) → (output, total_weight).
+Values nll_loss_forward(Context& c, const Args& a) {
+  ElementType ct = accumulation_type(c.out(0).dtype);
+  Value x = c.b.convert(a[0].tensor, ct);
+  Picked p = pick(c.b, x, a[1].tensor, a[2], a[4].i);
+  Value x_t = reduce_sum(c.b, c.b.select(p.onehot, x, k(c.b, 0, x)), {p.class_dim});
+  // Ignored samples are skipped, so an infinite x there cannot make a NaN.
+  Value l = c.b.select(p.valid, c.b.neg(c.b.mul(x_t, p.weight)), k(c.b, 0, x_t));
+  Value total = reduce_sum(c.b, p.weight, all_dims(p.weight.rank()));
+  int64_t reduction = a[3].i;
+  Value out = l;
+  if (reduction != kNone) out = reduce_sum(c.b, l, all_dims(l.rank()));
+  if (reduction == kMean) out = c.b.div(out, total);
+  if (reduction == kNone) total = c.b.constant(ct, 0);
+  return {c.b.convert(out, c.out(0).dtype), c.b.convert(total, c.out(1).dtype)};
+}
+
+// nll_loss_backward / nll_loss2d_backward(grad, self, target, weight?,
+// reduction, ignore_index, total_weight) → grad_self.
+Values nll_loss_backward(Context& c, const Args& a) {
+  const TensorType& out = c.out();
+  ElementType ct = accumulation_type(out.dtype);
+  Value x = c.b.convert(a[1].tensor, ct);
+  Picked p = pick(c.b, x, a[2].tensor, a[3], a[5].i);
+  Value g = coerce(c.b, a[0].tensor, ct, p.weight.shape());
+  if (a[4].i == kMean) g = c.b.div(g, coerce(c.b, a[6].tensor, ct, p.weight.shape()));
+  Value per_sample = c.b.neg(c.b.mul(p.weight, g));
+  std::vector<int64_t> sample_dims;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d != p.class_dim) sample_dims.push_back(d);
+  Value spread = c.b.broadcast_in_dim(per_sample, out.shape, sample_dims);
+  return {c.b.convert(c.b.select(p.onehot, spread, k(c.b, 0, spread)), out.dtype)};
+}
+
+}  // namespace
+
+void register_nn_loss(Registry& r) {
+  r.add("aten::mse_loss", loss(mse));
+  r.add("aten::smooth_l1_loss", loss(smooth_l1));
+  r.add("aten::huber_loss", loss(huber));
+  r.add("aten::soft_margin_loss", loss(soft_margin));
+  r.add("aten::mse_loss_backward", loss_backward(mse_grad));
+  r.add("aten::smooth_l1_loss_backward", loss_backward(smooth_l1_grad));
+  r.add("aten::huber_loss_backward", loss_backward(huber_grad));
+  r.add("aten::soft_margin_loss_backward", loss_backward(soft_margin_grad));
+  r.add("aten::binary_cross_entropy", binary_cross_entropy);
+  r.add("aten::binary_cross_entropy_backward", binary_cross_entropy_backward);
+  r.add("aten::binary_cross_entropy_with_logits", bce_with_logits);
+  for (const char* op : {"aten::nll_loss_forward", "aten::nll_loss2d_forward"})
+    r.add(op, nll_loss_forward);
+  for (const char* op : {"aten::nll_loss_backward", "aten::nll_loss2d_backward"})
+    r.add(op, nll_loss_backward);
+}
+
+}  // namespace torch_tpu::lowering
