@@ -2,7 +2,7 @@
 // masked_select, boolean-mask indexing and repeat_interleave. Each reads the
 // values that decide the shape to the host (a sync), computes there what
 // fixes the shape, and leaves the data movement to the device lowerings
-// (`_unsafe_index`, `_index_put_impl`). None of these names may also be a
+// (`_unsafe_index`, `_unsafe_index_put`). None of these names may also be a
 // lowering in the registry, or the generic registration would claim it too.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
@@ -70,10 +70,13 @@ at::Tensor& index_out(const at::Tensor& self, const IndexList& indices, at::Tens
   return out;
 }
 
-at::Tensor& index_put_tensor_(at::Tensor& self, const IndexList& indices, const at::Tensor& values,
-                       bool accumulate) {
+// The functional `_unsafe_index_put` lowering computes the result; it is
+// written back into self (a view of a larger storage updates that storage).
+at::Tensor& index_put_impl_(at::Tensor& self, const IndexList& indices, const at::Tensor& values,
+                            bool accumulate, bool unsafe) {
   at::Tensor v = values.dim() == 0 ? values : on_device(values, self);
-  return at::_index_put_impl_(self, device_indices(self, indices), v, accumulate, false);
+  self.copy_(at::_unsafe_index_put(self, device_indices(self, indices), v, accumulate));
+  return self;
 }
 
 at::Tensor masked_select_tensor(const at::Tensor& self, const at::Tensor& mask) {
@@ -120,7 +123,7 @@ at::Tensor repeat_interleave_tensor(const at::Tensor& repeats, std::optional<c10
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index.Tensor", index_tensor);
   m.impl("index.Tensor_out", index_out);
-  m.impl("index_put_", index_put_tensor_);
+  m.impl("_index_put_impl_", index_put_impl_);
   m.impl("masked_select", masked_select_tensor);
   m.impl("masked_select.out", masked_select_out);
   m.impl("nonzero", nonzero_tensor);

@@ -241,7 +241,6 @@ Values index_copy(Context& c, const Args& a) {
   return {index_dim_scatter(c.b, a[0].tensor, a[1].i, a[2].tensor, a[3].tensor, Combine::kReplace)};
 }
 
-// _index_put_impl(self, indices, values, accumulate, unsafe) and
 // _unsafe_index_put(self, indices, values, accumulate).
 Values index_put(Context& c, const Args& a) {
   Combine k = a[3].b ? Combine::kAdd : Combine::kReplace;
@@ -362,7 +361,8 @@ void register_indexing(Registry& r) {
   r.add("aten::_unsafe_index.Tensor", [](Context& c, const Args& a) {
     return Values{index_gather(c.b, a[0].tensor, a[1].tensors, c.out())};
   });
-  for (const char* op : {"aten::_index_put_impl", "aten::_unsafe_index_put"}) r.add(op, index_put);
+  // Not `_index_put_impl`: its in-place form is a host op (boolean masks).
+  r.add("aten::_unsafe_index_put", index_put);
   r.add("aten::index_select", index_select);
   r.add("aten::index_add", index_add);
   r.add("aten::index_copy", index_copy);
