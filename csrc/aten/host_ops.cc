@@ -83,6 +83,7 @@ at::Tensor masked_select_tensor(const at::Tensor& self, const at::Tensor& mask) 
   TORCH_CHECK(mask.scalar_type() == at::kBool,
               "masked_select: expected BoolTensor for mask, got ", mask.scalar_type());
   std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  if (shape.empty()) shape.push_back(1);  // 0-dim: one element, selected or not
   IndexList indices;
   indices.push_back(mask.expand(shape));
   return index_tensor(self.expand(shape), indices);

@@ -72,6 +72,7 @@ def test_index_mask_shape_mismatch_raises():
 
 def test_masked_select_broadcasts():
     check(lambda x, m: torch.masked_select(x, m), X, torch.tensor([True, False, False, True]))
+    check(lambda x: torch.masked_select(x, x > 0), torch.tensor(2.0))
 
 
 def test_nonzero_and_nonzero_static():
