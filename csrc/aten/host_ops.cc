@@ -1,0 +1,136 @@
+// Operators whose result shape depends on tensor values: nonzero,
+// masked_select, boolean-mask indexing and repeat_interleave. Each reads the
+// values that decide the shape to the host (a sync), computes there what
+// fixes the shape, and leaves the data movement to the device lowerings
+// (`_unsafe_index`, `_unsafe_index_put`). None of these names may also be a
+// lowering in the registry, or the generic registration would claim it too.
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "tensor_io.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+using IndexList = c10::List<std::optional<at::Tensor>>;
+
+bool is_mask(const at::Tensor& t) {
+  return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
+}
+
+at::Tensor on_device(const at::Tensor& t, const at::Tensor& like) {
+  return t.device() == like.device() ? t : t.to(like.device());
+}
+
+// Appends the long indices of a boolean mask that covers dims [dim, ...) of
+// self: one index tensor per mask dim, from the mask's true places.
+void append_mask(const at::Tensor& self, const at::Tensor& mask, int64_t dim, IndexList& out) {
+  TORCH_CHECK_NOT_IMPLEMENTED(mask.dim() > 0, "tpu: indexing with a 0-dim boolean mask");
+  for (int64_t k = 0; k < mask.dim(); ++k) {
+    TORCH_CHECK_INDEX(dim + k < self.dim() && mask.size(k) == self.size(dim + k),
+                      "The shape of the mask ", mask.sizes(), " at index ", k,
+                      " does not match the shape of the indexed tensor ", self.sizes(),
+                      " at index ", dim + k);
+  }
+  at::Tensor host = mask.device().is_cpu() ? mask : to_cpu(mask);
+  at::Tensor places = host.to(at::kBool).nonzero();  // [count, mask.dim()]
+  for (int64_t k = 0; k < mask.dim(); ++k)
+    out.push_back(on_device(places.select(1, k).contiguous(), self));
+}
+
+// Index tensors on self's device, boolean masks replaced by long indices.
+IndexList device_indices(const at::Tensor& self, const IndexList& indices) {
+  IndexList out;
+  int64_t dim = 0;
+  for (const std::optional<at::Tensor>& i : indices) {
+    if (!i.has_value() || !i->defined()) {
+      out.push_back(std::nullopt);
+      ++dim;
+    } else if (is_mask(*i)) {
+      append_mask(self, *i, dim, out);
+      dim += i->dim();
+    } else {
+      out.push_back(on_device(*i, self));
+      ++dim;
+    }
+  }
+  return out;
+}
+
+at::Tensor index_tensor(const at::Tensor& self, const IndexList& indices) {
+  return at::_unsafe_index(self, device_indices(self, indices));
+}
+
+at::Tensor& index_out(const at::Tensor& self, const IndexList& indices, at::Tensor& out) {
+  at::Tensor r = index_tensor(self, indices);
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
+// The functional `_unsafe_index_put` lowering computes the result; it is
+// written back into self (a view of a larger storage updates that storage).
+at::Tensor& index_put_impl_(at::Tensor& self, const IndexList& indices, const at::Tensor& values,
+                            bool accumulate, bool unsafe) {
+  at::Tensor v = values.dim() == 0 ? values : on_device(values, self);
+  self.copy_(at::_unsafe_index_put(self, device_indices(self, indices), v, accumulate));
+  return self;
+}
+
+at::Tensor masked_select_tensor(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_select: expected BoolTensor for mask, got ", mask.scalar_type());
+  std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  if (shape.empty()) shape.push_back(1);  // 0-dim: one element, selected or not
+  IndexList indices;
+  indices.push_back(mask.expand(shape));
+  return index_tensor(self.expand(shape), indices);
+}
+
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  at::Tensor r = masked_select_tensor(self, mask);
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
+// nonzero and friends: computed on the host and uploaded (the result is
+// small next to the mask, and its size is needed first anyway).
+at::Tensor nonzero_tensor(const at::Tensor& self) {
+  return to_cpu(self).nonzero().to(self.device());
+}
+
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  at::Tensor r = nonzero_tensor(self);
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
+at::Tensor nonzero_static_tensor(const at::Tensor& self, c10::SymInt size, int64_t fill_value) {
+  return at::nonzero_static(to_cpu(self), size.expect_int(), fill_value).to(self.device());
+}
+
+at::Tensor repeat_interleave_tensor(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  std::optional<int64_t> n;
+  if (output_size) n = output_size->expect_int();
+  return at::repeat_interleave(to_cpu(repeats), n).to(repeats.device());
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("index.Tensor", index_tensor);
+  m.impl("index.Tensor_out", index_out);
+  m.impl("_index_put_impl_", index_put_impl_);
+  m.impl("masked_select", masked_select_tensor);
+  m.impl("masked_select.out", masked_select_out);
+  m.impl("nonzero", nonzero_tensor);
+  m.impl("nonzero.out", nonzero_out);
+  m.impl("nonzero_static", nonzero_static_tensor);
+  m.impl("repeat_interleave.Tensor", repeat_interleave_tensor);
+}
+
+}  // namespace torch_tpu::aten
