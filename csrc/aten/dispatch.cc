@@ -326,7 +326,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         c10::List<at::Tensor> list;
         for (int64_t k = 0; k < count; ++k) list.push_back(results[next_fresh++]);
         stack->emplace_back(list);
-      } else if (!meta_stack[r].isTensor() || !meta_stack[r].toTensor().defined()) {
+      } else if (count == -2) {
         stack->emplace_back(at::Tensor());  // left out by an output_mask
       } else {
         stack->emplace_back(results[next_fresh++]);

@@ -118,9 +118,14 @@ OpMeta run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& a
   OpMeta m;
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     if (schema.returns()[r].alias_info() != nullptr) continue;
-    m.return_lists.push_back(stack[r].isTensorList()
-                                 ? static_cast<int64_t>(stack[r].toTensorList().size())
-                                 : -1);
+    if (stack[r].isTensorList()) {
+      m.return_lists.push_back(static_cast<int64_t>(stack[r].toTensorList().size()));
+    } else if (!stack[r].isTensor() || !stack[r].toTensor().defined()) {
+      m.return_lists.push_back(-2);  // left out, e.g. by a backward's output_mask
+      continue;
+    } else {
+      m.return_lists.push_back(-1);
+    }
     describe_all(stack[r], m.fresh);
   }
   // Written arguments: the meta inputs after the call hold their final sizes

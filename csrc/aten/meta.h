@@ -18,7 +18,8 @@ struct TensorMeta {
 
 struct OpMeta {
   std::vector<TensorMeta> fresh;      // non-aliasing returns, lists flattened
-  std::vector<int64_t> return_lists;  // per non-aliasing return: list length, or -1
+  std::vector<int64_t> return_lists;  // per non-aliasing return: list length, -1 a
+                                      // tensor, -2 an undefined tensor
   std::vector<TensorMeta> mutated;    // written arguments after the call, flattened
 };
 
