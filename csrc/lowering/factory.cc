@@ -47,6 +47,15 @@ Values arange(Context& c, const Args& a) {
   return {c.b.convert(c.b.add(start, c.b.mul(step, i)), t.dtype)};
 }
 
+// `x / (steps - 1)`, correctly rounded like CPU's division: the barrier keeps
+// the compiler from turning division by a constant into multiplication by
+// its (inexact) reciprocal.
+Value div_by_intervals(Builder& b, Value x, int64_t steps) {
+  Value d = splat(b, static_cast<double>(steps - 1), x.dtype(), x.shape());
+  d = b.op("stablehlo.optimization_barrier", {d}, {d.type()})[0];
+  return b.div(x, d);
+}
+
 // CPU's two-sided interpolation: the first half counts up from `start`, the
 // second half down from `end`, so both endpoints are exact.
 Value two_sided(Builder& b, Value start, Value end, Value step, int64_t steps) {
@@ -73,25 +82,29 @@ Values linspace(Context& c, const Args& a) {
   ElementType step_t = category(t.dtype) == Category::kFloat ? t.dtype : ElementType::kF64;
   start = c.b.convert(start, step_t);
   end = c.b.convert(end, step_t);
-  Value step = c.b.div(c.b.sub(end, start), splat(c.b, static_cast<double>(steps - 1), step_t, {steps}));
+  Value step = div_by_intervals(c.b, c.b.sub(end, start), steps);
   return {c.b.convert(two_sided(c.b, start, end, step, steps), t.dtype)};
 }
 
-// logspace.out(start, end, steps, base, out): base ** linspace, with the
-// exponent and power in f64 (a float base for integer results), as CPU does.
+// logspace.out(start, end, steps, base, out): base ** e over CPU's two-sided
+// exponents. CPU rounds start/end to the result type, subtracts them there
+// (integers in i64), then takes the step, exponents and power in f64 (with a
+// float base for integer results).
 Values logspace(Context& c, const Args& a) {
   const TensorType& t = c.out();
   int64_t steps = a[2].i;
   if (steps == 0) return {c.b.zeros(t)};
   bool integral = category(t.dtype) != Category::kFloat;
   const ElementType f64 = ElementType::kF64;
-  // start/end are first rounded to the result type.
-  Value start = c.b.convert(scalar_as(c.b, a[0], t.dtype, {steps}), f64);
+  ElementType sub_t = integral ? ElementType::kI64 : t.dtype;
+  Value start_t = c.b.convert(scalar_as(c.b, a[0], t.dtype, {steps}), sub_t);
+  Value start = c.b.convert(start_t, f64);
   double base = integral ? static_cast<double>(static_cast<float>(a[3].d)) : a[3].d;
   Value base_v = splat(c.b, base, f64, {steps});
   if (steps == 1) return {c.b.convert(c.b.pow(base_v, start), t.dtype)};
-  Value end = c.b.convert(scalar_as(c.b, a[1], t.dtype, {steps}), f64);
-  Value step = c.b.div(c.b.sub(end, start), splat(c.b, static_cast<double>(steps - 1), f64, {steps}));
+  Value end_t = c.b.convert(scalar_as(c.b, a[1], t.dtype, {steps}), sub_t);
+  Value end = c.b.convert(end_t, f64);
+  Value step = div_by_intervals(c.b, c.b.convert(c.b.sub(end_t, start_t), f64), steps);
   Value exponent = two_sided(c.b, start, end, step, steps);
   return {c.b.convert(c.b.pow(base_v, exponent), t.dtype)};
 }
