@@ -36,15 +36,40 @@ Values fill(Context& c, const Args& a) { return {coerce(c.b, a[1].tensor, c.out(
 
 Values zero(Context& c, const Args&) { return {c.b.zeros(c.out())}; }
 
+// a * x + c as CPU's kernels compute it: compiled to a fused multiply-add
+// (one rounding) for f32/f64, op by op for 16-bit floats (c10::Half
+// arithmetic rounds each step), exactly for integers. `x` holds indices
+// (small integers). XLA fuses or not as it likes, so the single rounding is
+// made explicit: in f64 the product of a float and an index is exact for f32,
+// and for f64 `a` splits into a 26-bit head and a tail whose products with
+// x < 2^26 are both exact; the sum is then rounded once (TwoSum).
+Value axpy(Builder& b, Value a, Value x, Value c) {
+  ElementType t = a.dtype();
+  const ElementType f64 = ElementType::kF64;
+  if (t != ElementType::kF32 && t != f64) return b.add(b.mul(a, x), c);
+  if (t == ElementType::kF32) {
+    Value r = b.add(b.mul(b.convert(a, f64), b.convert(x, f64)), b.convert(c, f64));
+    return b.convert(r, t);
+  }
+  TensorType bits{ElementType::kU64, a.shape()};
+  Value mask = b.broadcast_to(b.constant_bits(ElementType::kU64, ~uint64_t{0} << 27), a.shape());
+  Value head = b.bitcast_convert(b.and_(b.bitcast_convert(a, bits), mask), a.type());
+  Value p = b.mul(head, x);
+  Value s = b.add(c, p);
+  Value pp = b.sub(s, c);
+  Value err = b.add(b.sub(c, b.sub(s, pp)), b.sub(p, pp));
+  return b.add(s, b.add(err, b.mul(b.sub(a, head), x)));
+}
+
 // arange.start_out(start, end, step, out): out[i] = start + step * i in the
-// accumulation type (CPU's arange kernel), then rounded once to the result.
+// accumulation type (CPU's arange kernel), then rounded to the result.
 Values arange(Context& c, const Args& a) {
   const TensorType& t = c.out();
   ElementType acc = range_acc_type(t.dtype);
   Value start = scalar_as(c.b, a[0], acc, t.shape);
   Value step = scalar_as(c.b, a[2], acc, t.shape);
   Value i = index_vector(c.b, t.shape.at(0), acc);
-  return {c.b.convert(c.b.add(start, c.b.mul(step, i)), t.dtype)};
+  return {c.b.convert(axpy(c.b, step, i, start), t.dtype)};
 }
 
 // `x / (steps - 1)`, correctly rounded like CPU's division: the barrier keeps
@@ -61,9 +86,9 @@ Value div_by_intervals(Builder& b, Value x, int64_t steps) {
 Value two_sided(Builder& b, Value start, Value end, Value step, int64_t steps) {
   ElementType dt = start.dtype();
   Value i = index_vector(b, steps, dt);
-  Value up = b.add(start, b.mul(step, i));
+  Value up = axpy(b, step, i, start);
   Value back = b.sub(splat(b, static_cast<double>(steps - 1), dt, {steps}), i);
-  Value down = b.sub(end, b.mul(step, back));
+  Value down = axpy(b, b.neg(step), back, end);
   Value first = b.compare(Compare::kLT, b.iota(TensorType{ElementType::kI64, {steps}}, 0),
                           splat(b, static_cast<double>(steps / 2), ElementType::kI64, {steps}));
   return b.select(first, up, down);
