@@ -16,6 +16,19 @@ namespace {
 using hlo::Compare;
 constexpr ElementType kU64 = ElementType::kU64;
 
+// Argument checks PyTorch's meta functions leave to the kernels; the messages
+// are CPU's.
+void require(bool ok, const std::string& message) {
+  if (!ok) throw Unsupported(message);
+}
+
+std::string num(double v) {
+  std::string s = std::to_string(v);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (s.back() == '.') s.pop_back();
+  return s;
+}
+
 // ---- bits ------------------------------------------------------------------
 
 // Each draw gets its own THREE_FRY key, itself THREE_FRY of (seed, offset):
@@ -95,10 +108,14 @@ Value std_normal(Builder& b, const Arg& gen, const TensorType& t) {
 // uniform(self, from, to, generator).
 Values uniform(Context& c, const Args& a) {
   const TensorType& t = c.out();
+  double from = a[1].d, to = a[2].d;
+  require(hlo::is_float(t.dtype), std::string("\"check_uniform_bounds\" not implemented for ") +
+                                      hlo::mlir_name(t.dtype));
+  require(from <= to, "uniform_ expects to return a [from, to) range, but found from=" +
+                          num(from) + " > to=" + num(to));
   ElementType ct = compute_type(t.dtype);
   // Only as many bits as the result type holds, so u < 1 survives rounding.
   Value u = unit(c.b, words(c.b, a[3], t.shape)[0], mantissa_digits(t.dtype), ct);
-  double from = a[1].d, to = a[2].d;
   Value r = c.b.add(c.b.mul(u, splat_as(c.b, to - from, u)), splat_as(c.b, from, u));
   r = c.b.convert(r, t.dtype);
   // A wide range can still round up to `to` in a narrow type: fold it back.
@@ -180,6 +197,8 @@ Value bernoulli_of(Context& c, const Arg& gen, Value p) {
 Values bernoulli_self(Context& c, const Args& a) { return {bernoulli_of(c, a[1], a[0].tensor)}; }
 // bernoulli.p / bernoulli_.float(self, p, generator).
 Values bernoulli_float(Context& c, const Args& a) {
+  require(a[1].d >= 0 && a[1].d <= 1,
+          "bernoulli_ expects p to be in [0, 1], but got p=" + num(a[1].d));
   return {bernoulli_of(c, a[2], constant_of(c.b, a[1].d, c.out().dtype))};
 }
 // bernoulli.Tensor(self, p, generator).
@@ -200,6 +219,7 @@ Value integers(Context& c, const Arg& gen, int64_t from, uint64_t range) {
 // 2^digits for floats (every integer below is exact), the maximum otherwise.
 uint64_t random_top(ElementType t) {
   if (hlo::is_float(t)) return uint64_t{1} << mantissa_digits(t);
+  if (t == ElementType::kI64) return static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   return static_cast<uint64_t>(highest(t));
 }
 
@@ -207,15 +227,34 @@ uint64_t random_top(ElementType t) {
 Values random_full(Context& c, const Args& a) {
   return {integers(c, a[1], 0, random_top(c.out().dtype) + 1)};
 }
-// random.to(self, to, generator): [0, to).
-Values random_to(Context& c, const Args& a) {
-  return {integers(c, a[2], 0, static_cast<uint64_t>(a[1].i))};
+// The smallest value random_ produces for a type: 0 for unsigned and bool.
+int64_t random_bottom(ElementType t) {
+  if (hlo::is_float(t)) return -static_cast<int64_t>(random_top(t));
+  if (t == ElementType::kI64) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(lowest(t));
 }
+
+// [from, to) for an explicit bound, checked against the type like CPU.
+Values random_between(Context& c, const Arg& gen, int64_t from, int64_t to) {
+  ElementType t = c.out().dtype;
+  require(from < to, "random_ expects 'from' to be less than 'to', but got from=" +
+                         std::to_string(from) + " >= to=" + std::to_string(to));
+  require(from >= random_bottom(t), "from is out of bounds for " + std::string(hlo::mlir_name(t)));
+  require(to - 1 <= static_cast<int64_t>(std::min<uint64_t>(random_top(t), INT64_MAX)),
+          "to - 1 is out of bounds for " + std::string(hlo::mlir_name(t)));
+  return {integers(c, gen, from, static_cast<uint64_t>(to) - static_cast<uint64_t>(from))};
+}
+
+// random.to(self, to, generator): [0, to).
+Values random_to(Context& c, const Args& a) { return random_between(c, a[2], 0, a[1].i); }
+
 // random.from(self, from, to?, generator): [from, to), or [from, top].
 Values random_from(Context& c, const Args& a) {
   int64_t from = a[1].i;
   ElementType t = c.out().dtype;
-  if (!a[2].none()) return {integers(c, a[3], from, static_cast<uint64_t>(a[2].i - from))};
+  if (!a[2].none()) return random_between(c, a[3], from, a[2].i);
+  require(from >= random_bottom(t) && (from < 0 || static_cast<uint64_t>(from) <= random_top(t)),
+          "from is out of bounds for " + std::string(hlo::mlir_name(t)));
   if (t == ElementType::kI64 && from == std::numeric_limits<int64_t>::min())
     return {integers(c, a[3], from, 0)};
   return {integers(c, a[3], from, random_top(t) - static_cast<uint64_t>(from) + 1)};
@@ -230,6 +269,8 @@ Values native_dropout(Context& c, const Args& a) {
   const TensorType& t = c.out(0);
   Value x = a[0].tensor;
   bool train = a[2].none() || a[2].b;
+  require(a[1].d >= 0 && a[1].d <= 1,
+          "dropout probability has to be between 0 and 1, but got " + num(a[1].d));
   if (!train) return {x, c.b.full(c.out(1), 1.0)};
   double keep = 1.0 - a[1].d;
   double scale = keep == 0 ? 0.0 : 1.0 / keep;
@@ -314,6 +355,7 @@ Values multinomial(Context& c, const Args& a) {
   int64_t k = p.shape().back(), rows = p.rank() == 2 ? p.shape()[0] : 1;
   p = c.b.reshape(c.b.convert(p, compute_type(p.dtype())), {rows, k});
   int64_t s = a[1].i;
+  require(a[2].b || s <= k, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   Value idx = a[2].b ? sample_with_replacement(c.b, a[3], p, s)
                      : sample_without_replacement(c.b, a[3], p, s);
   return {c.b.convert(c.b.reshape(idx, t.shape), t.dtype)};

@@ -273,3 +273,19 @@ def test_multinomial_with_replacement():
     assert freq[1] == 0
     assert torch.allclose(freq, torch.tensor([0.2, 0.0, 0.3, 0.5], dtype=torch.float64),
                           atol=0.01)
+
+
+# ---- argument errors (CPU's checks; NotImplementedError is a RuntimeError) ---------------
+
+@pytest.mark.parametrize("fn,message", [
+    (lambda: torch.empty(3, device=DEV).uniform_(2, 1), "from=2 > to=1"),
+    (lambda: torch.empty(3, dtype=torch.long, device=DEV).uniform_(), "check_uniform_bounds"),
+    (lambda: torch.empty(3, device=DEV).bernoulli_(1.5), r"p to be in \[0, 1\]"),
+    (lambda: torch.randint(5, 3, (3,), device=DEV), "'from' to be less than 'to'"),
+    (lambda: torch.empty(3, dtype=torch.uint8, device=DEV).random_(0, 300), "out of bounds"),
+    (lambda: torch.multinomial(torch.ones(2, device=DEV), 3), "without replacement"),
+    (lambda: torch.native_dropout(torch.ones(3, device=DEV), 1.5, True), "between 0 and 1"),
+])
+def test_invalid_arguments_raise(fn, message):
+    with pytest.raises(RuntimeError, match=message):
+        fn()
