@@ -74,14 +74,12 @@ ElementType compute_type(ElementType t) {
   return t == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
 }
 
-Value splat_as(Builder& b, double v, Value like) { return splat_like(b, v, like); }
-
 // Uniform on [0, 1) in type `ct` with `digits` random bits: k * 2^-digits,
 // exactly representable, so never 1.
 Value unit(Builder& b, Value bits, int digits, ElementType ct) {
   Value top = b.shift_right_logical(bits, splat_like(b, 64 - digits, bits));
   Value u = b.convert(top, ct);
-  return b.mul(u, splat_as(b, std::ldexp(1.0, -digits), u));
+  return b.mul(u, splat_like(b, std::ldexp(1.0, -digits), u));
 }
 
 // `count` uniforms on [0, 1) at the compute type's full precision.
@@ -93,13 +91,13 @@ Values uniforms(Builder& b, const Arg& gen, const TensorType& t, int64_t count =
 }
 
 // Uniform on (0, 1]: safe under log.
-Value open_low(Builder& b, Value u) { return b.sub(splat_as(b, 1.0, u), u); }
+Value open_low(Builder& b, Value u) { return b.sub(splat_like(b, 1.0, u), u); }
 
 // Standard normals by Box-Muller, in the compute type.
 Value std_normal(Builder& b, const Arg& gen, const TensorType& t) {
   Values u = uniforms(b, gen, t, 2);
-  Value radius = b.sqrt(b.mul(splat_as(b, -2.0, u[0]), b.log(open_low(b, u[0]))));
-  Value angle = b.mul(u[1], splat_as(b, 2 * M_PI, u[1]));
+  Value radius = b.sqrt(b.mul(splat_like(b, -2.0, u[0]), b.log(open_low(b, u[0]))));
+  Value angle = b.mul(u[1], splat_like(b, 2 * M_PI, u[1]));
   return b.mul(radius, b.unary("stablehlo.cosine", angle));
 }
 
@@ -116,7 +114,7 @@ Values uniform(Context& c, const Args& a) {
   ElementType ct = compute_type(t.dtype);
   // Only as many bits as the result type holds, so u < 1 survives rounding.
   Value u = unit(c.b, words(c.b, a[3], t.shape)[0], mantissa_digits(t.dtype), ct);
-  Value r = c.b.add(c.b.mul(u, splat_as(c.b, to - from, u)), splat_as(c.b, from, u));
+  Value r = c.b.add(c.b.mul(u, splat_like(c.b, to - from, u)), splat_like(c.b, from, u));
   r = c.b.convert(r, t.dtype);
   // A wide range can still round up to `to` in a narrow type: fold it back.
   Value at_top = c.b.compare(Compare::kGE, r, splat_like(c.b, to, r));
@@ -153,7 +151,7 @@ Values normal_tensor_tensor(Context& c, const Args& a) {
 Values log_normal(Context& c, const Args& a) {
   const TensorType& t = c.out();
   Value z = std_normal(c.b, a[3], t);
-  Value x = c.b.add(splat_as(c.b, a[1].d, z), c.b.mul(splat_as(c.b, a[2].d, z), z));
+  Value x = c.b.add(splat_like(c.b, a[1].d, z), c.b.mul(splat_like(c.b, a[2].d, z), z));
   return {c.b.convert(c.b.exp(x), t.dtype)};
 }
 
@@ -161,7 +159,7 @@ Values log_normal(Context& c, const Args& a) {
 Values exponential(Context& c, const Args& a) {
   const TensorType& t = c.out();
   Value v = open_low(c.b, uniforms(c.b, a[2], t)[0]);
-  Value x = c.b.div(c.b.neg(c.b.log(v)), splat_as(c.b, a[1].d, v));
+  Value x = c.b.div(c.b.neg(c.b.log(v)), splat_like(c.b, a[1].d, v));
   return {c.b.convert(x, t.dtype)};
 }
 
@@ -169,17 +167,17 @@ Values exponential(Context& c, const Args& a) {
 Values geometric(Context& c, const Args& a) {
   const TensorType& t = c.out();
   Value v = open_low(c.b, uniforms(c.b, a[2], t)[0]);
-  Value x = c.b.ceil(c.b.div(c.b.log(v), splat_as(c.b, std::log1p(-a[1].d), v)));
-  return {c.b.convert(c.b.max(x, splat_as(c.b, 1.0, x)), t.dtype)};
+  Value x = c.b.ceil(c.b.div(c.b.log(v), splat_like(c.b, std::log1p(-a[1].d), v)));
+  return {c.b.convert(c.b.max(x, splat_like(c.b, 1.0, x)), t.dtype)};
 }
 
 // cauchy(self, median, sigma, generator): median + sigma * tan(pi (u - 1/2)).
 Values cauchy(Context& c, const Args& a) {
   const TensorType& t = c.out();
   Value u = uniforms(c.b, a[3], t)[0];
-  Value angle = c.b.mul(c.b.sub(u, splat_as(c.b, 0.5, u)), splat_as(c.b, M_PI, u));
-  Value x = c.b.add(splat_as(c.b, a[1].d, u),
-                    c.b.mul(splat_as(c.b, a[2].d, u), c.b.unary("stablehlo.tan", angle)));
+  Value angle = c.b.mul(c.b.sub(u, splat_like(c.b, 0.5, u)), splat_like(c.b, M_PI, u));
+  Value x = c.b.add(splat_like(c.b, a[1].d, u),
+                    c.b.mul(splat_like(c.b, a[2].d, u), c.b.unary("stablehlo.tan", angle)));
   return {c.b.convert(x, t.dtype)};
 }
 
@@ -275,9 +273,9 @@ Values native_dropout(Context& c, const Args& a) {
   double keep = 1.0 - a[1].d;
   double scale = keep == 0 ? 0.0 : 1.0 / keep;
   Value u = uniforms(c.b, a[3], t)[0];
-  Value mask = c.b.compare(Compare::kLT, u, splat_as(c.b, keep, u));
-  Value scaled = c.b.mul(c.b.convert(x, u.dtype()), splat_as(c.b, scale, u));
-  Value out = c.b.select(mask, scaled, splat_as(c.b, 0.0, u));
+  Value mask = c.b.compare(Compare::kLT, u, splat_like(c.b, keep, u));
+  Value scaled = c.b.mul(c.b.convert(x, u.dtype()), splat_like(c.b, scale, u));
+  Value out = c.b.select(mask, scaled, splat_like(c.b, 0.0, u));
   return {c.b.convert(out, t.dtype), c.b.convert(mask, c.out(1).dtype)};
 }
 
@@ -306,7 +304,6 @@ Value argsort_keys(Builder& b, Value keys, int64_t dim, bool descending) {
 // randperm.generator_out(n, generator, out): indices sorted by random keys.
 Values randperm(Context& c, const Args& a) {
   const TensorType& t = c.out();
-  if (t.numel() == 0) return {c.b.zeros(t)};
   Value keys = words(c.b, a[1], t.shape)[0];
   return {c.b.convert(argsort_keys(c.b, keys, 0, false), t.dtype)};
 }
@@ -350,12 +347,12 @@ Value sample_with_replacement(Builder& b, const Arg& gen, Value p, int64_t s) {
 // multinomial(self, num_samples, replacement, generator).
 Values multinomial(Context& c, const Args& a) {
   const TensorType& t = c.out();
-  if (t.numel() == 0) return {c.b.zeros(t)};
   Value p = a[0].tensor;
   int64_t k = p.shape().back(), rows = p.rank() == 2 ? p.shape()[0] : 1;
   p = c.b.reshape(c.b.convert(p, compute_type(p.dtype())), {rows, k});
   int64_t s = a[1].i;
-  require(a[2].b || s <= k, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  require(a[2].b || s <= k,
+          "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   Value idx = a[2].b ? sample_with_replacement(c.b, a[3], p, s)
                      : sample_without_replacement(c.b, a[3], p, s);
   return {c.b.convert(c.b.reshape(idx, t.shape), t.dtype)};

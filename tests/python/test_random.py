@@ -197,7 +197,8 @@ def test_bernoulli_variants():
     p = torch.tensor([0.0, 1.0, 0.5], device=DEV).repeat(N // 3)
     y = torch.bernoulli(p).cpu().view(-1, 3)
     assert (y[:, 0] == 0).all() and (y[:, 1] == 1).all() and abs(y[:, 2].mean() - 0.5) < 0.02
-    z = torch.empty(p.numel(), device=DEV, dtype=torch.int64).bernoulli_(p.double()).cpu().view(-1, 3)
+    z = torch.empty(p.numel(), device=DEV, dtype=torch.int64).bernoulli_(p.double())
+    z = z.cpu().view(-1, 3)
     assert z.dtype == torch.int64 and (z[:, 1] == 1).all()
     w = torch.bernoulli(torch.full((N,), 0.2, device=DEV), 0.9).cpu()
     assert abs(w.mean().item() - 0.9) < 0.01
