@@ -221,16 +221,29 @@ void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
   }
 }
 
+// Random ops that take no generator argument (native_dropout) draw from the
+// device's default generator: the lowering gets it as one more argument.
+bool implicit_generator(const c10::FunctionSchema& schema) {
+  return schema.name() == "aten::native_dropout";
+}
+const c10::Argument& default_generator_argument() {
+  static const c10::Argument arg("generator", c10::OptionalType::create(c10::GeneratorType::get()));
+  return arg;
+}
+
 // Advances the generator argument (if any) by what the op drew.
 void advance_generators(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                         int device, int64_t drawn) {
+  auto advance = [&](at::Generator gen) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.get<TpuGenerator>()->advance(static_cast<uint64_t>(std::max<int64_t>(drawn, 1)));
+  };
+  if (implicit_generator(schema)) advance(default_generator(device));
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     c10::TypePtr t = schema.arguments()[i].real_type();
     if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
     if (t->kind() != c10::TypeKind::GeneratorType) continue;
-    at::Generator gen = args[i].isNone() ? default_generator(device) : args[i].toGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.get<TpuGenerator>()->advance(static_cast<uint64_t>(std::max<int64_t>(drawn, 1)));
+    advance(args[i].isNone() ? default_generator(device) : args[i].toGenerator());
   }
 }
 
@@ -248,6 +261,10 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   CallState state;
   for (const c10::IValue& v : args) scan(v, state, schema.operator_name());
   if (state.device < 0) state.device = current_device();
+  // Factories (no tensor inputs: arange, linspace, …) take Python numbers in
+  // double, as CPU's range kernels do.
+  state.wide |= std::none_of(plan->inputs.begin(), plan->inputs.end(),
+                             [&](size_t i) { return args[i].isTensor() || args[i].isTensorList(); });
   check_device(state.device);
 
   // 1. PyTorch's own shape, dtype and argument checks (cached).
@@ -272,6 +289,8 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     Args largs;
     largs.reserve(plan->inputs.size());
     for (size_t i : plan->inputs) largs.push_back(convert(e, schema.arguments()[i], args[i], state));
+    if (implicit_generator(schema))
+      largs.push_back(convert(e, default_generator_argument(), c10::IValue(), state));
     lowering::Context ctx{e.builder(), {}, current_precision(), plan->lowering};
     for (const TensorMeta& m : meta->fresh) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
     for (const TensorMeta& m : meta->mutated) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
