@@ -106,9 +106,6 @@ def get_device_properties(device=None):
 
 # ---- random number generation -------------------------------------------------
 
-def _is_in_bad_fork() -> bool:  # torch.manual_seed seeds a device module only if it has this
-    return False
-
 
 def manual_seed(seed: int) -> None:
     _C._manual_seed(current_device(), int(seed) & 0xFFFFFFFFFFFFFFFF)

@@ -100,10 +100,12 @@ TensorMeta describe(const at::Tensor& t) {
   return {t.sizes().vec(), t.strides().vec(), t.scalar_type()};
 }
 
+// Defined tensors of `v`, flattened (as dispatch.cc's flatten()).
 void describe_all(const c10::IValue& v, std::vector<TensorMeta>& out) {
-  if (v.isTensor()) out.push_back(describe(v.toTensor()));
+  if (v.isTensor() && v.toTensor().defined()) out.push_back(describe(v.toTensor()));
   else if (v.isTensorList())
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(describe(t));
+    for (const at::Tensor& t : v.toTensorList())
+      if (t.defined()) out.push_back(describe(t));
 }
 
 OpMeta run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
@@ -145,9 +147,14 @@ std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, const st
   key.reserve(256);
   const void* id = &schema;
   put(key, &id, sizeof(id));
+  // Without tensor inputs (arange, linspace, full) numbers decide the shape.
+  bool has_input_tensor = false;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!schema.arguments()[i].is_out() && (args[i].isTensor() || args[i].isTensorList()))
+      has_input_tensor = true;
   for (size_t i = 0; i < args.size(); ++i) {
     bool number = schema.arguments()[i].type()->kind() == c10::TypeKind::NumberType;
-    put_value(key, args[i], number);
+    put_value(key, args[i], number && has_input_tensor);
   }
   {
     std::lock_guard<std::mutex> lock(mu);
