@@ -58,5 +58,8 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=["torch>=2.11,<2.14", "xla-cpu-pjrt", "numpy"],
-    entry_points={"torch.backends": ["tpu = torch_tpu:_autoload"]},
+    entry_points={
+        "torch.backends": ["tpu = torch_tpu:_autoload"],
+        "torch_dynamo_backends": ["tpu = torch_tpu.compiler:tpu_backend"],
+    },
 )

@@ -38,6 +38,11 @@ if _mode_from_env() is not None:
     set_eager_mode(_mode_from_env())
 _install_loop_boundary_hook()
 
+from . import compiler  # noqa: E402
+from .compiler import export_stablehlo  # noqa: E402
+
+compiler.install_default_backend()
+
 if os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1":
     set_cpu_fallback(True)
 if os.environ.get("TORCH_TPU_LOG_OPS", "0") == "1":
@@ -46,5 +51,5 @@ if os.environ.get("TORCH_TPU_LOG_OPS", "0") == "1":
 __all__ = [
     "EagerMode", "eager_mode", "get_eager_mode", "set_eager_mode", "sync", "metrics",
     "metrics_report", "reset_metrics", "cache_stats", "clear_cache", "set_cpu_fallback",
-    "fallback_counts", "native_ops",
+    "fallback_counts", "native_ops", "export_stablehlo",
 ]

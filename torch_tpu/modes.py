@@ -62,9 +62,12 @@ def _mode_from_env():
 def _install_loop_boundary_hook():
     """In Fused Eager, an optimizer step ends a training iteration: flushing
     there makes every iteration the same program, found in the cache."""
+    import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     def flush_after_step(optimizer, args, kwargs):
+        if torch.compiler.is_compiling():  # a compiled step is one program already
+            return
         if _C._is_initialized() and _C._get_mode() == EagerMode.DEFER_AND_FUSE:
             _C._flush("optimizer_step")
 

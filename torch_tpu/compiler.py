@@ -1,0 +1,247 @@
+"""The `torch.compile` backend "tpu".
+
+Dynamo hands us an FX graph; AOTAutograd splits it into forward and backward
+graphs of ATen ops. Each graph runs once on real tpu tensors with nothing
+flushed (DEFER_ALL), so the per-op eager kernels record the whole graph as ONE
+StableHLO program; later calls replay that program with only device buffers
+crossing over. Eager and compiled mode share one lowering per op and one
+compile cache.
+"""
+import importlib.abc
+import importlib.util
+import sys
+import threading
+import warnings
+
+import torch
+
+from . import _C
+
+_graphs = []  # (name, StableHLO text) of captured graphs, newest last
+_lock = threading.Lock()
+_warned = set()
+
+
+def _warn_once(key, message):
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, stacklevel=3)
+
+
+_metrics_extra = {}
+
+
+def _count(name):
+    _metrics_extra[name] = _metrics_extra.get(name, 0) + 1
+
+
+def compile_metrics() -> dict:
+    """Captures (recompiles included), replays and eager fallbacks so far."""
+    return dict(_metrics_extra)
+
+
+def graphs():
+    """StableHLO text of the graphs compiled so far, as (name, text) pairs."""
+    with _lock:
+        return list(_graphs)
+
+
+class _GraphRunner:
+    """Runs one AOTAutograd graph: captures per input layout, then replays."""
+
+    def __init__(self, gm, name):
+        self.gm = gm
+        self.name = name
+        self.captured = {}  # key of non-tpu arguments -> [CapturedGraph, template]
+        self.eager_keys = set()
+
+    @staticmethod
+    def _split(args):
+        tensors, key = [], []
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if a.device.type == "tpu":
+                    tensors.append(a)
+                    key.append("t")
+                elif a.numel() <= 16:  # e.g. a CPU step counter: its value is baked in
+                    key.append(("c", a.dtype, tuple(a.shape), tuple(a.flatten().tolist())))
+                else:
+                    return tensors, None
+            else:
+                key.append(("v", a))
+        return tensors, tuple(key)
+
+    def __call__(self, *args):
+        tensors, key = self._split(args)
+        if key is None or key in self.eager_keys:
+            _count("eager_calls")
+            return self.gm(*args)
+        entries = self.captured.setdefault(key, [])
+        for graph, template in entries:
+            if graph is None:  # no device work: outputs are views of inputs or values
+                if template[0] == [(tuple(t.shape), t.stride()) for t in tensors]:
+                    _count("replays")
+                    return [self._output(kind, v, [], tensors) for kind, v in template[1]]
+                continue
+            if graph.matches(tensors):
+                _count("replays")
+                outs = graph.run(tensors)
+                return [self._output(kind, v, outs, tensors) for kind, v in template]
+        return self._capture(args, tensors, key, entries)
+
+    @staticmethod
+    def _output(kind, v, outs, inputs):
+        if kind == "t":
+            return outs[v]
+        if kind == "a":  # a view of an input (e.g. a weight saved for backward)
+            k, size, stride, offset = v
+            return inputs[k].as_strided(size, stride, offset)
+        return v
+
+    def _capture(self, args, tensors, key, entries):
+        _count("captures")
+        if entries:
+            _count("recompiles")
+        _C._capture_begin(tensors)
+        try:
+            out = self.gm(*args)
+        except BaseException:
+            _C._capture_abort()
+            raise
+        flat = list(out) if isinstance(out, (list, tuple)) else [out]
+        storages = {}
+        for k, t in enumerate(tensors):
+            storages.setdefault(t.untyped_storage().data_ptr(), k)
+        out_tensors, template = [], []
+        for o in flat:
+            if not (isinstance(o, torch.Tensor) and o.device.type == "tpu"):
+                template.append(("v", o))
+            elif o.untyped_storage().data_ptr() in storages:
+                k = storages[o.untyped_storage().data_ptr()]
+                template.append(("a", (k, tuple(o.shape), o.stride(), o.storage_offset())))
+            else:
+                template.append(("t", len(out_tensors)))
+                out_tensors.append(o)
+        graph, why = _C._capture_end(tensors, out_tensors)
+        if graph is None and not out_tensors:
+            layout = [(tuple(t.shape), t.stride()) for t in tensors]
+            entries.append((None, (layout, template)))
+        elif graph is None:
+            _warn_once((self.name, why), f"torch_tpu: graph {self.name} runs eagerly: {why}")
+            self.eager_keys.add(key)
+        else:
+            entries.append((graph, template))
+            with _lock:
+                _graphs.append((self.name, graph.text))
+        return out if isinstance(out, (list, tuple)) else [out]
+
+
+def _graph_compiler(kind):
+    counter = [0]
+
+    def compile_graph(gm, example_inputs):
+        from functorch.compile import make_boxed_func
+
+        counter[0] += 1
+        runner = _GraphRunner(gm, f"{kind}_{counter[0]}")
+        return make_boxed_func(runner)
+
+    return compile_graph
+
+
+def tpu_backend(gm, example_inputs, **kwargs):
+    """torch.compile(backend="tpu"). Inductor's `mode`/`options` are accepted
+    and ignored."""
+    if kwargs:
+        _warn_once("kwargs", f"torch_tpu: the tpu backend ignores Inductor settings {sorted(kwargs)}")
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(
+        fw_compiler=_graph_compiler("forward"),
+        bw_compiler=_graph_compiler("backward"),
+        inference_compiler=_graph_compiler("inference"),
+        keep_inference_input_mutations=True,
+    )(gm, example_inputs)
+
+
+def _has_tpu_input(example_inputs):
+    return any(isinstance(t, torch.Tensor) and t.device.type == "tpu" for t in example_inputs)
+
+
+def default_backend(gm, example_inputs, **kwargs):
+    """The process default for torch.compile: graphs whose inputs are tpu
+    tensors use the tpu backend; everything else goes to Inductor as usual."""
+    if _has_tpu_input(example_inputs):
+        return tpu_backend(gm, example_inputs, **kwargs)
+    mode = kwargs.get("mode")
+    options = kwargs.get("options")
+    return torch._TorchCompileInductorWrapper(mode, options, None)(gm, example_inputs)
+
+
+def _set_default(registry):
+    if registry.get_default_backend() == "inductor":
+        registry.set_default_backend(default_backend)
+
+
+class _DefaultBackendHook(importlib.abc.MetaPathFinder):
+    """Sets the default backend when Dynamo's registry is first imported, so
+    importing torch_tpu does not import Dynamo (seconds of start-up)."""
+
+    NAME = "torch._dynamo.backends.registry"
+
+    def find_spec(self, name, path, target=None):
+        if name != self.NAME:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_set(module):
+            exec_module(module)
+            _set_default(module)
+
+        spec.loader.exec_module = exec_then_set
+        return spec
+
+
+def install_default_backend():
+    registry = sys.modules.get(_DefaultBackendHook.NAME)
+    if registry is not None:
+        _set_default(registry)
+    elif not any(isinstance(f, _DefaultBackendHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _DefaultBackendHook())
+
+
+def export_stablehlo(exported, path=None) -> str:
+    """Lowers a `torch.export` ExportedProgram to a StableHLO module (text).
+
+    The module's arguments are the flat device storages of the program's
+    parameters, buffers and inputs in order of first use; it returns the
+    flat storages of the outputs. Written to `path` when given."""
+    module = exported.module().to("tpu")
+    args, kwargs = exported.example_inputs
+
+    def to_tpu(x):
+        return x.to("tpu") if isinstance(x, torch.Tensor) else x
+
+    args = tuple(to_tpu(a) for a in args)
+    kwargs = {k: to_tpu(v) for k, v in (kwargs or {}).items()}
+    inputs = [t for t in list(module.parameters()) + list(module.buffers())
+              + list(args) + list(kwargs.values()) if isinstance(t, torch.Tensor)]
+    with torch.no_grad():
+        _C._capture_begin(inputs)
+        try:
+            out = module(*args, **kwargs)
+        except BaseException:
+            _C._capture_abort()
+            raise
+    flat = list(out) if isinstance(out, (list, tuple)) else [out]
+    graph, why = _C._capture_end(inputs, [o for o in flat if isinstance(o, torch.Tensor)])
+    if graph is None:
+        raise RuntimeError(f"torch_tpu: cannot export this program as one StableHLO module: {why}")
+    if path is not None:
+        with open(path, "w") as f:
+            f.write(graph.text)
+    return graph.text
