@@ -15,7 +15,14 @@ int current_device() { return t_current_device; }
 
 int device_count() noexcept {
   try {
-    return engine::Engine::get().device_count();
+    auto& e = engine::Engine::get();
+    static bool warnings_routed = [&] {
+      // Engine warnings (recompilations) surface as Python warnings.
+      e.set_warning_handler([](const std::string& m) { TORCH_WARN(m); });
+      return true;
+    }();
+    (void)warnings_routed;
+    return e.device_count();
   } catch (...) {
     return 0;
   }

@@ -19,6 +19,7 @@
 #include "generator.h"
 #include "meta.h"
 #include "precision.h"
+#include "site.h"
 #include "storage.h"
 #include "tensor_io.h"
 
@@ -330,7 +331,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (t.sizes() != c10::IntArrayRef(m.sizes)) resize(t, m.sizes, m.strides);
       write(e, t, outs[meta->fresh.size() + i]);
     }
-    e.end(plan->lowering.c_str());
+    e.end(plan->lowering.c_str(), python_site());
   }
   advance_generators(schema, args, state.device, drawn);
 

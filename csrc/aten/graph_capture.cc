@@ -115,6 +115,7 @@ void CapturedGraph::begin(const std::vector<at::Tensor>& inputs) {
   for (const at::Tensor& t : inputs) c.start_values.push_back(state_of(t).value);
   c.previous = e.mode();
   e.set_mode(engine::Mode::kDeferAll);
+  e.set_donation(false);  // graph inputs stay alive in the caller's tensors
   c.active = true;
 }
 
@@ -126,6 +127,7 @@ void CapturedGraph::abort() {
   c.active = false;
   c.start_values.clear();
   e.set_mode(c.previous);  // flushes what was recorded: eager semantics hold
+  e.set_donation(true);
 }
 
 std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>& inputs,
@@ -138,6 +140,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
   c.active = false;
   engine::Program p = e.flush_program("capture_end");
   e.set_mode(c.previous);
+  e.set_donation(true);
   std::vector<engine::ValuePtr> start = std::move(c.start_values);
 
   auto impl = std::make_shared<Impl>();

@@ -151,6 +151,11 @@ void Cache::store(const std::string& path, const std::string& program,
   stats_.disk_bytes += static_cast<int64_t>(data.size());
 }
 
+bool Cache::contains(const std::string& program) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.count(program) != 0;
+}
+
 CacheStats Cache::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;

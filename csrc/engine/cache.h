@@ -27,6 +27,7 @@ class Cache {
 
   // The executable for `program`, compiling (or loading from disk) on a miss.
   pjrt::ExecutablePtr get(const std::string& program);
+  bool contains(const std::string& program) const;
   CacheStats stats() const;
   void clear(bool disk);
   const std::string& directory() const { return directory_; }

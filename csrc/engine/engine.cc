@@ -12,6 +12,16 @@ Config& config() {
 }
 std::atomic<bool> g_initialized{false};
 
+// "param types | op names" of a recording: what a recompile warning compares.
+std::string program_signature(const hlo::Builder& b,
+                              const std::vector<std::pair<const char*, std::string>>& ops) {
+  std::string s;
+  for (const hlo::Value& p : b.parameters()) s += p.type().str() + " ";
+  s += "|";
+  for (const auto& op : ops) s += std::string(op.first) + " ";
+  return s;
+}
+
 // Fused Eager flushes a program that grows past this many StableHLO ops.
 constexpr size_t kMaxProgramOps = 20000;
 
@@ -92,6 +102,7 @@ Engine::Engine() {
 void Engine::reset_recording() {
   if (!current_ops_.empty()) last_program_ops_.swap(current_ops_);
   current_ops_.clear();
+  op_sites_.clear();
   builder_ = std::make_unique<hlo::Builder>();
   ++epoch_;
   ops_ = 0;
@@ -160,9 +171,15 @@ ValuePtr Engine::produce(hlo::Value node) {
   return v;
 }
 
-void Engine::end(const char* op) {
+void Engine::set_warning_handler(std::function<void(const std::string&)> handler) {
+  auto guard = lock();
+  warn_ = std::move(handler);
+}
+
+void Engine::end(const char* op, std::string site) {
   ++ops_;
   metrics_.count("ops_recorded");
+  op_sites_.emplace_back(op, std::move(site));
   switch (mode_) {
     case Mode::kDeferNever:
     case Mode::kDeferNeverAndLaunchBlocking:
@@ -200,17 +217,74 @@ Program Engine::flush_program(const char* cause) {
   hlo::Values results;
   for (const ValuePtr& v : p.outputs) results.push_back(v->node_);
   builder_->set_results(results);
+  // A parameter whose buffer nobody but this recording holds (the old value
+  // of an in-place update) is donated: the program may reuse its memory.
+  if (donate_) {
+    for (size_t i = 0; i < inputs_.size(); ++i)
+      if (inputs_[i].use_count() == 1) builder_->set_donated(i);
+  }
   p.text = builder_->module();
   p.inputs = std::move(inputs_);
+  std::string context = describe_recording();
+  std::string site = op_sites_.empty() ? "" : op_sites_.front().second;
+  std::string signature;
+  if (!site.empty() && !cache_->contains(p.text)) signature = program_signature(*builder_, op_sites_);
   reset_recording();  // the recording is consumed even if compiling fails
 
-  p.exe = cache_->get(p.text);
-  std::vector<ValuePtr> values = run(*p.exe, p.inputs, p.device);
+  std::vector<ValuePtr> values;
+  try {
+    p.exe = cache_->get(p.text);
+    if (!signature.empty()) note_compile(site + "\n" + signature);
+    values = run(*p.exe, p.inputs, p.device);
+  } catch (const pjrt::Error& err) {
+    throw pjrt::Error(std::string(err.what()) + "\n" + context, err.code());
+  }
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     p.outputs[i]->buffer_ = values[i]->buffer_;
     p.outputs[i]->node_ = hlo::Value();
   }
   return p;
+}
+
+std::string Engine::describe_recording() const {
+  if (op_sites_.size() <= 1 && mode_ != Mode::kDeferAndFuse && mode_ != Mode::kDeferAll) {
+    if (op_sites_.empty()) return "";
+    return "  (in " + std::string(op_sites_[0].first) +
+           (op_sites_[0].second.empty() ? "" : " at " + op_sites_[0].second) + ")";
+  }
+  std::string out = "  (in a deferred program of " + std::to_string(op_sites_.size()) +
+                    " ops; rerun with TPU_LAUNCH_BLOCKING=1 to pin the error to its line)";
+  size_t shown = 0;
+  for (const auto& [op, site] : op_sites_) {
+    if (++shown > 12) {
+      out += "\n    ...";
+      break;
+    }
+    out += "\n    " + std::string(op) + (site.empty() ? "" : " at " + site);
+  }
+  return out;
+}
+
+void Engine::note_compile(const std::string& key) {
+  auto split = key.find('\n');
+  std::string site = key.substr(0, split), signature = key.substr(split + 1);
+  auto& [count, last] = compiles_at_[site];
+  ++count;
+  std::string previous = last;
+  last = signature;
+  metrics_.count("compiles_at_known_site");
+  if (count < 4 || (count & (count - 1)) != 0 || !warn_) return;  // 4, 8, 16, ...
+  std::string why = "the program changed";
+  // Signatures are "param types | op names": name the first difference.
+  auto a = previous.find('|'), b = signature.find('|');
+  if (previous.substr(0, a) != signature.substr(0, b))
+    why = "input types changed: (" + previous.substr(0, a) + ") -> (" + signature.substr(0, b) + ")";
+  else if (previous.substr(a) != signature.substr(b))
+    why = "the recorded op sequence changed";
+  metrics_.count("recompile_warnings");
+  warn_("torch_tpu: " + site + " has compiled " + std::to_string(count) +
+        " programs; " + why +
+        ". Stable shapes and dtypes (or Fused Eager / torch.compile) avoid recompiling.");
 }
 
 std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,

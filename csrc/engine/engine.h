@@ -67,8 +67,14 @@ class Engine {
   hlo::Value scalar(hlo::ElementType dtype, uint64_t bits);
   // A new pending value computed by `node`.
   ValuePtr produce(hlo::Value node);
-  // Ends an op: flushes now or later according to the mode.
-  void end(const char* op);
+  // Ends an op: flushes now or later according to the mode. `site` is where
+  // the op came from (a Python file:line), for errors and recompile warnings.
+  void end(const char* op, std::string site = {});
+  // Receives warnings (recompilations); the aten layer routes them to Python.
+  void set_warning_handler(std::function<void(const std::string&)> handler);
+  // Donation of dead input buffers to the program (off while capturing graphs
+  // whose inputs stay alive outside the engine's view).
+  void set_donation(bool on) { donate_ = on; }
 
   // Runs the pending program (if any). `cause` is counted in the metrics.
   void flush(const char* cause) { flush_program(cause); }
@@ -118,6 +124,17 @@ class Engine {
   // length, so every iteration of a loop becomes the same (cached) program.
   std::vector<uint64_t> last_program_ops_, current_ops_;
   bool matching_last_ = false;
+
+  // The recording's ops and where they came from, for messages.
+  std::vector<std::pair<const char*, std::string>> op_sites_;
+  // Compiles per call site, and the last program signature compiled there.
+  std::map<std::string, std::pair<int, std::string>> compiles_at_;
+  std::function<void(const std::string&)> warn_;
+  bool donate_ = true;
+
+  // Warns when one call site keeps compiling new programs, naming the change.
+  void note_compile(const std::string& signature);
+  std::string describe_recording() const;
 
   // The last launched program's completion, for synchronize().
   std::vector<std::shared_ptr<pjrt::Event>> in_flight_;

@@ -1,0 +1,171 @@
+"""torch.compile on a small GPT: CPU eager, Inductor (CPU), tpu Strict Eager,
+tpu Fused Eager and torch.compile(backend="tpu"), side by side in one run.
+
+Each configuration runs in its own subprocess (clean caches, clean peak
+memory). Reports steps/s (median over timed windows), the first call's time
+(compilation included) and peak memory, with ratios to CPU eager.
+
+    python benchmarks/compile_gpt.py            # full
+    python benchmarks/compile_gpt.py --smoke    # tiny, for tests
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+CONFIGS = ["cpu_eager", "cpu_inductor", "tpu_strict", "tpu_fused", "tpu_compiled"]
+
+
+def build(args):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self, vocab, d, layers, heads, seq):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+            self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+            self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+            for blk in self.blocks:
+                x = blk(x)
+            return self.head(self.ln(x))
+
+    torch.manual_seed(0)
+    return GPT(args.vocab, args.dim, args.layers, args.heads, args.seq)
+
+
+def run_config(name, args):
+    import torch
+    import torch.nn.functional as F
+
+    device = "cpu" if name.startswith("cpu") else "tpu"
+    if device == "tpu":
+        import torch_tpu
+
+        torch_tpu.set_eager_mode("DEFER_AND_FUSE" if name == "tpu_fused" else "DEFER_NEVER")
+    model = build(args).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=(name == "tpu_compiled"))
+    g = torch.Generator().manual_seed(1)
+    data = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=g).to(device)
+    x, y = data[:, :-1], data[:, 1:]
+
+    def train_step():
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.detach()
+
+    def infer():
+        with torch.no_grad():
+            return model(x)
+
+    if name == "cpu_inductor":
+        train_step, infer = torch.compile(train_step), torch.compile(infer)
+    elif name == "tpu_compiled":
+        train_step = torch.compile(train_step, backend="tpu")
+        infer = torch.compile(infer, backend="tpu")
+
+    def sync(value):
+        if device == "tpu":
+            torch.tpu.synchronize()
+        return value
+
+    result = {}
+    for label, fn in (("train", train_step), ("infer", infer)):
+        start = time.perf_counter()
+        sync(fn())
+        first = time.perf_counter() - start
+        for _ in range(args.warmup):
+            sync(fn())
+        windows = []
+        for _ in range(args.windows):
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                out = fn()
+            sync(out)
+            windows.append(args.steps / (time.perf_counter() - start))
+        result[label] = {"first_call_s": first, "steps_per_s": statistics.median(windows)}
+    result["final_loss"] = float(train_step().cpu())
+    if device == "tpu":
+        result["peak_device_bytes"] = torch.tpu.max_memory_allocated()
+    result["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--smoke", action="store_true")
+    p.add_argument("--config", help=argparse.SUPPRESS)
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "compile_gpt"))
+    args = p.parse_args()
+    size = dict(vocab=64, dim=32, layers=1, heads=2, seq=16, batch=2, warmup=1, windows=1, steps=2) \
+        if args.smoke else dict(vocab=256, dim=128, layers=2, heads=4, seq=64, batch=8, warmup=3,
+                                windows=5, steps=5)
+    for k, v in size.items():
+        setattr(args, k, v)
+    if args.config:
+        print(json.dumps(run_config(args.config, args)))
+        return
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
+    results = {}
+    for name in CONFIGS:
+        cmd = [sys.executable, __file__, "--config", name] + (["--smoke"] if args.smoke else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            results[name] = {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
+        else:
+            results[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(name, json.dumps(results[name]), flush=True)
+    base = results.get("cpu_eager", {})
+    lines = ["| config | train steps/s | vs CPU eager | infer steps/s | vs CPU eager | "
+             "first train call (s) | peak device MB | max RSS MB |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        if "error" in r:
+            lines.append(f"| {name} | error: {r['error'][:80]} | | | | | | |")
+            continue
+        tr, inf = r["train"]["steps_per_s"], r["infer"]["steps_per_s"]
+        rt = tr / base["train"]["steps_per_s"] if "train" in base else float("nan")
+        ri = inf / base["infer"]["steps_per_s"] if "infer" in base else float("nan")
+        peak = r.get("peak_device_bytes")
+        lines.append(f"| {name} | {tr:.1f} | {rt:.2f}x | {inf:.1f} | {ri:.2f}x | "
+                     f"{r['train']['first_call_s']:.2f} | "
+                     f"{'' if peak is None else f'{peak / 2**20:.1f}'} | {r['max_rss_mb']:.0f} |")
+    table = "\n".join(lines)
+    print(table)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    suffix = "_smoke" if args.smoke else ""
+    with open(args.out + suffix + ".json", "w") as f:
+        json.dump({"size": size, "results": results, "load": open("/proc/loadavg").read().split()[:3]},
+                  f, indent=1)
+    with open(args.out + suffix + ".md", "w") as f:
+        f.write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
