@@ -9,6 +9,7 @@
 //   grad_weight                    = input ⋆ grad_output, with the batch as the
 //                                    contracted dimension.
 #include "conv_family.h"
+#include "precision.h"
 
 namespace torch_tpu::lowering {
 
@@ -76,24 +77,10 @@ Padding symmetric(const std::vector<int64_t>& p) {
   return out;
 }
 
-// The operands of an f32 convolution at the context's matmul precision;
-// 16-bit floats are convolved in f32 (as PyTorch accumulates them on CPU).
-std::pair<Value, Value> conv_operands(Context& c, Value lhs, Value rhs) {
-  ElementType t = accumulation_type(lhs.dtype());
-  lhs = c.b.convert(lhs, t);
-  rhs = c.b.convert(rhs, t);
-  if (t == ElementType::kF32 && c.precision == Precision::kDefault) {
-    lhs = c.b.reduce_precision(lhs, 8, 7);
-    rhs = c.b.reduce_precision(rhs, 8, 7);
-  }
-  return {lhs, rhs};
-}
-
 int64_t option(const std::vector<int64_t>& v, size_t i) { return v.empty() ? 1 : v[i]; }
 
-// stablehlo.convolution with its result type inferred from the operands.
-Value conv(Context& c, Value lhs, Value rhs, const ConvDims& d, const ConvOptions& o) {
-  auto [x, w] = conv_operands(c, lhs, rhs);
+// stablehlo.convolution of operands already in their compute type.
+Value conv_raw(Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o) {
   size_t n = d.input_spatial.size();
   std::vector<int64_t> shape(n + 2);
   shape[d.output_batch] = x.dim(d.input_batch) / o.batch_group_count;
@@ -107,6 +94,15 @@ Value conv(Context& c, Value lhs, Value rhs, const ConvDims& d, const ConvOption
         dilated < window ? 0 : (dilated - window) / option(o.window_strides, i) + 1;
   }
   return c.b.convolution(x, w, TensorType{x.dtype(), shape}, d, o);
+}
+
+// stablehlo.convolution with its result type inferred from the operands, at
+// the context's matmul precision (the bf16 split schemes of precision.h);
+// 16-bit operands accumulate in f32.
+Value conv(Context& c, Value lhs, Value rhs, const ConvDims& d, const ConvOptions& o) {
+  ElementType t = accumulation_type(lhs.dtype());
+  Value x = c.b.convert(lhs, t), w = c.b.convert(rhs, t);
+  return precise(c.b, c.precision, x, w, [&](Value a, Value k) { return conv_raw(c, a, k, d, o); });
 }
 
 // y[N, O, *] = x[N, C, *] ⋆ w[O, C/g, *].

@@ -1,7 +1,6 @@
 """TPU matmul precision modes: the error of each mode against a float64 CPU
-reference, the API, and that a mode change emits a different program.
-(Convolution shares the helper but is lowered on another branch: mm and bmm
-here.)"""
+reference (matmul, convolution, attention), the API, and that a mode change
+emits a different program."""
 import pytest
 import torch
 import torch_tpu
@@ -39,9 +38,20 @@ def errors(op, a, b):
     return out
 
 
+def conv2d(x, w):
+    return torch.nn.functional.conv2d(x.reshape(2, 4, 6, 6), w.reshape(3, 4, 3, 3), padding=1)
+
+
+def attention(q, k):
+    """softmax(q k^T) v with v = k: two matmuls around a softmax."""
+    q, k = q.reshape(1, 2, 8, 16), k.reshape(1, 2, 8, 16)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, k)
+
+
 @pytest.mark.parametrize("kind", ["random", "adversarial"])
 @pytest.mark.parametrize("op,shapes", [(torch.mm, ((16, 64), (64, 8))),
-                                       (torch.bmm, ((2, 8, 64), (2, 64, 4)))])
+                                       (torch.bmm, ((2, 8, 64), (2, 64, 4))),
+                                       (conv2d, ((2, 144), (3, 36)))])
 def test_each_mode_is_clearly_tighter(op, shapes, kind):
     e = errors(op, *inputs(kind, *shapes))
     assert e["default"] > 2.0 ** -12, e               # bf16 operands: ~2^-9
@@ -49,6 +59,18 @@ def test_each_mode_is_clearly_tighter(op, shapes, kind):
     assert e["highest"] < e["high"] / 10, e           # bf16x6: f32 rounding
     assert e["highest"] < 8 * F32_EPS, e
     assert e["float32"] < 8 * F32_EPS, e
+
+
+def test_attention_error_shrinks_with_mode():
+    a, b = inputs("random", (16, 16), (16, 16))
+    ref = attention(a.double(), b.double())
+    err = {}
+    for mode in MODES:
+        with torch.tpu.precision(mode):
+            y = attention(a.to("tpu"), b.to("tpu")).cpu().double()
+        err[mode] = (y - ref).abs().max().item()
+    assert err["default"] > 4 * err["high"] and err["high"] > 4 * err["highest"], err
+    assert err["highest"] < 1e-5, err
 
 
 def test_default_rounds_operands_to_bf16():
