@@ -347,6 +347,43 @@ void register_foreach(Registry& r) {
   r.add("aten::_foreach_copy", foreach_copy);
 }
 
+// ---- complex numbers ------------------------------------------------------------
+
+ElementType part_type(ElementType complex) {
+  return complex == ElementType::kC128 ? ElementType::kF64 : ElementType::kF32;
+}
+Value part(Builder& b, const char* which, Value z) {
+  return b.op(which, {z}, {TensorType{part_type(z.dtype()), z.shape()}})[0];
+}
+Value make_complex(Builder& b, Value re, Value im, const TensorType& t) {
+  return b.op("stablehlo.complex", {re, im}, {t})[0];
+}
+
+// angle: atan2(imag, real) for complex; π for negative reals, 0 otherwise,
+// NaN kept.
+Values angle(Context& c, const Args& a) {
+  Builder& b = c.b;
+  Value x = a[0].tensor;
+  if (hlo::is_complex(x.dtype()))
+    return {b.convert(b.atan2(part(b, "stablehlo.imag", x), part(b, "stablehlo.real", x)), c.out().dtype)};
+  Value f = b.convert(x, accumulation_type(c.out().dtype));
+  Value r = b.select(lt(b, f, 0), splat_like(b, M_PI, f), splat_like(b, 0, f));
+  return result(c, b.select(is_nan(b, f), f, r));
+}
+
+Values complex_(Context& c, const Args& a) {
+  TensorType pt{part_type(c.out().dtype), c.out().shape};
+  return {make_complex(c.b, coerce(c.b, a[0].tensor, pt), coerce(c.b, a[1].tensor, pt), c.out())};
+}
+
+Values polar(Context& c, const Args& a) {
+  Builder& b = c.b;
+  TensorType pt{part_type(c.out().dtype), c.out().shape};
+  Value r = coerce(b, a[0].tensor, pt), th = coerce(b, a[1].tensor, pt);
+  Value re = b.mul(r, b.unary("stablehlo.cosine", th)), im = b.mul(r, b.unary("stablehlo.sine", th));
+  return {make_complex(b, re, im, c.out())};
+}
+
 }  // namespace
 
 void register_pointwise_extra(Registry& r) {
@@ -377,6 +414,9 @@ void register_pointwise_extra(Registry& r) {
                          "aten::special_xlog1py.other_scalar"})
     r.add(op, xlog1py);
   r.add("aten::special_entr", entr);
+  r.add("aten::angle", angle);
+  r.add("aten::complex", complex_);
+  r.add("aten::polar", polar);
   register_foreach(r);
 }
 

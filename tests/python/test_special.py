@@ -133,6 +133,22 @@ def test_xlog1py_and_entr():
     check(torch.special.entr, torch.tensor([0.5, 2.0, 0.0], dtype=torch.bfloat16))
 
 
+# ---- complex -----------------------------------------------------------------------
+
+def test_angle_real_and_complex():
+    check(torch.angle, edges())
+    check(torch.angle, torch.tensor([-2, 0, 3]))
+    z = torch.complex(torch.tensor([1.0, -1.0, 0.0, -2.0]), torch.tensor([1.0, 0.5, -3.0, 0.0]))
+    check(torch.angle, z)
+
+
+def test_complex_and_polar_build_complex_tensors():
+    re, im = torch.tensor([1.0, -2.0, 0.0]), torch.tensor([0.5, 3.0, -1.0])
+    check(torch.complex, re, im)
+    check(torch.polar, torch.tensor([1.0, 2.0, 0.5]), torch.tensor([0.0, 1.0, -2.5]), atol=1e-6, rtol=1e-6)
+    check(torch.complex, re.double(), im.double())
+
+
 # ---- special functions -----------------------------------------------------------
 
 BESSEL_X = torch.tensor([0.0, -0.0, 0.1, -0.7, 1.0, 2.5, -5.0, 9.9, 15.0, -19.9, 20.1, 35.0,
