@@ -24,6 +24,12 @@ from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
 
 import torch_tpu  # noqa: E402
 
+# CPU eager's intra-op threads spin-wait at OpenMP barriers: on a small shared
+# machine (2 cores here, other processes running) 2 threads made the CPU
+# baseline erratic (4 to 270 MLP steps/s between runs), 1 thread made it
+# steady. Set TORCH_TPU_BENCH_THREADS to change it; the JSON records it.
+torch.set_num_threads(int(os.environ.get("TORCH_TPU_BENCH_THREADS", "1")))
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
