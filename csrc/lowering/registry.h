@@ -93,5 +93,6 @@ void register_nn(Registry& r);
 void register_random(Registry& r);
 void register_factory(Registry& r);
 void register_conv(Registry& r);
+void register_misc(Registry& r);
 
 }  // namespace torch_tpu::lowering
