@@ -228,8 +228,14 @@ Values renorm(Context& c, const Args& a) {
   Value x = a[0].tensor;
   ElementType acc = accumulation_type(x.dtype());
   int64_t dim = wrap_dim(a[2].i, x.rank());
-  Value xf = c.b.convert(x, acc);
-  Value norm = p_norm(c.b, xf, a[1].d, all_but(x.rank(), dim));
+  Value xf = c.b.convert(x, acc), ax = c.b.abs(xf);
+  std::vector<int64_t> dims = all_but(x.rank(), dim);
+  // p (> 0, checked by PyTorch) is a program input: pick inf or the power sum.
+  Value p = c.b.convert(a[1].tensor, acc);
+  Value sum = reduce_sum(c.b, c.b.pow(ax, c.b.broadcast_in_dim(p, ax.shape(), {})), dims);
+  Value norm = c.b.pow(sum, c.b.broadcast_in_dim(c.b.div(c.b.constant(acc, 1), p), sum.shape(), {}));
+  Value inf = c.b.compare(Compare::kEQ, p, c.b.constant(acc, INFINITY));
+  norm = c.b.select(c.b.broadcast_in_dim(inf, norm.shape(), {}), reduce_max(c.b, ax, dims), norm);
   Value maxnorm = c.b.broadcast_in_dim(c.b.convert(a[3].tensor, acc), norm.shape(), {});
   Value scale = c.b.div(maxnorm, c.b.add(norm, splat_like(c.b, 1e-7, norm)));
   scale = c.b.select(c.b.compare(Compare::kGT, norm, maxnorm), scale, splat_like(c.b, 1, norm));
@@ -324,7 +330,8 @@ Values cdist(Context& c, const Args& a) {
 
 // _cdist_backward(grad, x1, x2, p, cdist) -> grad of x1.
 Values cdist_backward(Context& c, const Args& a) {
-  auto [x1, x2] = pairs(c.b, a[1].tensor, a[2].tensor);
+  std::vector<int64_t> batch(c.out().shape.begin(), c.out().shape.end() - 2);
+  auto [x1, x2] = pairs(c.b, with_batch(c.b, a[1].tensor, batch), with_batch(c.b, a[2].tensor, batch));
   Value diff = c.b.sub(x1, x2);
   int64_t n = diff.rank();
   std::vector<int64_t> keep;
