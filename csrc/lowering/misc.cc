@@ -1,7 +1,8 @@
 // Ops that fit no larger family: functional copy, set membership and
 // searching (isin, bucketize, searchsorted, histc), trace, cross products,
 // pixel/channel shuffles, triangle index factories, renorm and weight norm.
-// FFTs are in fft.cc. All register through register_misc.
+// Bicubic and grid sampling are in misc_sampling.cc, FFTs in fft.cc; all
+// register through register_misc.
 #include <algorithm>
 #include <cmath>
 
@@ -445,6 +446,7 @@ Values col2im(Context& c, const Args& a) {
 }  // namespace
 
 void register_fft(Registry& r);
+void register_misc_sampling(Registry& r);
 
 void register_misc(Registry& r) {
   r.add("aten::copy", copy);
@@ -471,6 +473,7 @@ void register_misc(Registry& r) {
   r.add("aten::_pdist_backward", pdist_backward);
   r.add("aten::im2col", im2col);
   r.add("aten::col2im", col2im);
+  register_misc_sampling(r);
   register_fft(r);
 }
 

@@ -126,3 +126,17 @@ def test_unfold_and_fold():
     check_grad(lambda c: F.fold(c, output_size=(7, 6), **kw), cols)
     check_grad(lambda x: F.unfold(x, 2), torch.randn(3, 4, 5))
     check(lambda x: F.unfold(x, 2, stride=2), torch.randn(1, 2, 4, 4, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("size,align", [((7, 5), False), ((3, 9), True), ((8, 6), False)])
+def test_upsample_bicubic(size, align):
+    x = torch.randn(2, 3, 4, 6)
+    check_grad(lambda x: F.interpolate(x, size=size, mode="bicubic", align_corners=align), x,
+               atol=1e-5, rtol=1e-5)
+
+
+def test_upsample_bicubic_scale_and_bf16():
+    x = torch.randn(1, 2, 5, 4)
+    check_grad(lambda x: F.interpolate(x, scale_factor=1.7, mode="bicubic"), x, atol=1e-5, rtol=1e-5)
+    check(lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), x.bfloat16(),
+          atol=2e-2, rtol=2e-2)

@@ -1,0 +1,141 @@
+// Resampling outside the interpolate family of upsample.cc: bicubic
+// upsampling and grid sampling (F.grid_sample), forward and backward.
+// Registered from register_misc (misc.cc).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "helpers.h"
+#include "indexing.h"
+
+namespace torch_tpu::lowering {
+
+namespace {
+
+using hlo::Compare;
+constexpr ElementType kI64 = ElementType::kI64;
+
+// ---- bicubic ---------------------------------------------------------------
+//
+// Sampling positions and weights depend only on sizes and scales, so they are
+// computed here in the C++ type of PyTorch's kernel (float, or double for
+// double tensors) and enter the program as exact constants.
+
+// Four taps per output position along one dim: source rows and weights.
+struct Taps {
+  std::vector<int64_t> index[4];
+  std::vector<double> weight[4];
+};
+
+template <typename T>
+T cubic_near(T x) {  // |x| <= 1, A = -0.75
+  const T A = T(-0.75);
+  return ((A + 2) * x - (A + 3)) * x * x + 1;
+}
+template <typename T>
+T cubic_far(T x) {  // 1 < |x| < 2
+  const T A = T(-0.75);
+  return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+}
+
+template <typename T>
+Taps cubic_taps(int64_t in, int64_t out, bool align_corners, const Arg& scale) {
+  T ratio;
+  if (align_corners) ratio = out > 1 ? T(in - 1) / T(out - 1) : T(0);
+  else if (!scale.none() && scale.d > 0) ratio = T(1.0 / scale.d);
+  else ratio = T(in) / T(out);
+  Taps t;
+  for (int64_t i = 0; i < out; ++i) {
+    T real = align_corners ? ratio * T(i) : ratio * (T(i) + T(0.5)) - T(0.5);
+    int64_t base = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
+    T l = std::min(std::max(real - T(base), T(0)), T(1));
+    T w[4] = {cubic_far<T>(l + 1), cubic_near<T>(l), cubic_near<T>(1 - l), cubic_far<T>(2 - l)};
+    for (int k = 0; k < 4; ++k) {
+      t.index[k].push_back(std::max<int64_t>(0, std::min(base - 1 + k, in - 1)));
+      t.weight[k].push_back(static_cast<double>(w[k]));
+    }
+  }
+  return t;
+}
+
+// A vector constant of type t (f32 or f64) holding exactly `values`.
+Value exact_constant(Builder& b, const std::vector<double>& values, ElementType t) {
+  std::vector<int64_t> bits;
+  for (double v : values) {
+    if (t == ElementType::kF64) {
+      int64_t u;
+      std::memcpy(&u, &v, sizeof u);
+      bits.push_back(u);
+    } else {
+      float f = static_cast<float>(v);
+      int32_t u;
+      std::memcpy(&u, &f, sizeof u);
+      bits.push_back(u);
+    }
+  }
+  Value raw = b.constant_i64_vector(bits);
+  int64_t n = static_cast<int64_t>(values.size());
+  if (t == ElementType::kF64) return b.bitcast_convert(raw, TensorType{t, {n}});
+  return b.bitcast_convert(b.convert(raw, ElementType::kI32), TensorType{t, {n}});
+}
+
+Taps taps_for(int64_t in, int64_t out, bool align_corners, const Arg& scale, ElementType t) {
+  return t == ElementType::kF64 ? cubic_taps<double>(in, out, align_corners, scale)
+                                : cubic_taps<float>(in, out, align_corners, scale);
+}
+
+Value weights_along(Builder& b, const Taps& taps, int k, Value like, int64_t dim) {
+  return b.broadcast_in_dim(exact_constant(b, taps.weight[k], like.dtype()), like.shape(), {dim});
+}
+
+ElementType opmath(ElementType t) {
+  return t == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
+}
+
+// upsample_bicubic2d(self, output_size, align_corners, scales_h, scales_w).
+Values upsample_bicubic2d(Context& c, const Args& a) {
+  Value x = a[0].tensor;
+  ElementType t = opmath(x.dtype());
+  Value y = c.b.convert(x, t);
+  for (int64_t i = 1; i >= 0; --i) {  // width first, as the CPU kernel nests
+    int64_t dim = x.rank() - 2 + i;
+    Taps taps = taps_for(x.dim(dim), c.out().shape[dim], a[2].b, a[3 + i], t);
+    Value sum;
+    for (int k = 0; k < 4; ++k) {
+      Value v = take_static(c.b, y, dim, taps.index[k]);
+      v = c.b.mul(v, weights_along(c.b, taps, k, v, dim));
+      sum = k == 0 ? v : c.b.add(sum, v);
+    }
+    y = sum;
+  }
+  return {c.b.convert(y, c.out().dtype)};
+}
+
+// upsample_bicubic2d_backward(grad_output, output_size, input_size,
+// align_corners, scales_h, scales_w): each tap's weighted gradient added back.
+Values upsample_bicubic2d_backward(Context& c, const Args& a) {
+  Value g = a[0].tensor;
+  ElementType t = opmath(g.dtype());
+  Value y = c.b.convert(g, t);
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t dim = g.rank() - 2 + i, in = a[2].ints[dim];
+    Taps taps = taps_for(in, g.dim(dim), a[3].b, a[4 + i], t);
+    Value sum;
+    for (int k = 0; k < 4; ++k) {
+      Value v = add_static(c.b, c.b.mul(y, weights_along(c.b, taps, k, y, dim)), dim,
+                           taps.index[k], in);
+      sum = k == 0 ? v : c.b.add(sum, v);
+    }
+    y = sum;
+  }
+  return {c.b.convert(y, c.out().dtype)};
+}
+
+}  // namespace
+
+void register_misc_sampling(Registry& r) {
+  r.add("aten::upsample_bicubic2d", upsample_bicubic2d);
+  r.add("aten::upsample_bicubic2d_backward", upsample_bicubic2d_backward);
+}
+
+}  // namespace torch_tpu::lowering
