@@ -140,3 +140,22 @@ def test_upsample_bicubic_scale_and_bf16():
     check_grad(lambda x: F.interpolate(x, scale_factor=1.7, mode="bicubic"), x, atol=1e-5, rtol=1e-5)
     check(lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), x.bfloat16(),
           atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("mode,padding,align", [
+    ("bilinear", "zeros", False), ("bilinear", "border", True), ("bilinear", "reflection", False),
+    ("bilinear", "reflection", True), ("nearest", "zeros", True), ("nearest", "reflection", False),
+])
+def test_grid_sample(mode, padding, align):
+    x = torch.randn(2, 3, 5, 4)
+    grid = torch.rand(2, 6, 3, 2) * 2.6 - 1.3  # some samples fall outside
+    check_grad(lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=padding,
+                                          align_corners=align), x, grid, atol=1e-5, rtol=1e-4)
+
+
+def test_grid_sample_input_only_and_grid_only_grads():
+    x, grid = torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1
+    check_grad(lambda x: F.grid_sample(x, grid.to(x.device), align_corners=False), x,
+               atol=1e-5, rtol=1e-4)
+    check_grad(lambda g: F.grid_sample(x.to(g.device), g, align_corners=False), grid,
+               atol=1e-5, rtol=1e-4)
