@@ -5,6 +5,7 @@
 // register through register_misc.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "helpers.h"
 #include "indexing.h"
@@ -443,6 +444,207 @@ Values col2im(Context& c, const Args& a) {
   return {c.b.reshape(c.b.convert(y, c.out().dtype), c.out().shape)};
 }
 
+// ---- embedding bags ----------------------------------------------------------
+//
+// _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+// per_sample_weights, include_last_offset, padding_idx) -> (output,
+// offset2bag, bag_size, max_indices). Modes: 0 sum, 1 mean, 2 max. Output
+// shapes are the meta function's (the CUDA layout); values follow CPU where
+// the shapes agree: bag_size is zero in sum mode, empty bags give zeros.
+
+enum BagMode { kSum = 0, kMean = 1, kMax = 2 };
+
+// Rows of table [V, D] at i64 idx [n] -> [n, D] (positions clamped).
+Value rows(Builder& b, Value table, Value idx) {
+  int64_t n = idx.dim(0), d = table.dim(1);
+  hlo::GatherDims g;
+  g.offset_dims = {1};
+  g.collapsed_slice_dims = g.start_index_map = {0};
+  g.index_vector_dim = 1;
+  return b.gather(table, b.reshape(idx, {n, 1}), g, {1, d}, TensorType{table.dtype(), {n, d}});
+}
+
+// acc [R, ...] with updates [n, ...] combined into rows idx [n]; rows out of
+// range are dropped (how excluded entries are skipped).
+Value into_rows(Builder& b, Value acc, Value idx, Value updates, bool max = false) {
+  hlo::ScatterDims d;
+  for (int64_t i = 1; i < updates.rank(); ++i) d.update_window_dims.push_back(i);
+  d.inserted_window_dims = d.scatter_dims_to_operand_dims = {0};
+  d.index_vector_dim = 1;
+  return b.scatter(acc, b.reshape(idx, {idx.dim(0), 1}), updates, d,
+                   [max](Builder& r, const Values& v) {
+                     return Values{max ? r.max(v[0], v[1]) : r.add(v[0], v[1])};
+                   });
+}
+
+// Which bag each index falls in, and whether it counts (not padding_idx).
+struct Bags {
+  Value idx, bag, keep;  // i64 [n], i64 [n], i1 [n]
+  int64_t count = 0;
+  Value target() const { return target_of(bag); }  // bag, or out of range
+  Value target_of(Value v) const;
+  Builder* b = nullptr;
+};
+
+Value Bags::target_of(Value v) const {
+  return b->select(keep, v, splat_like(*b, static_cast<double>(1LL << 40), v));
+}
+
+Bags bags(Builder& b, Value indices, Value offsets, int64_t count, int64_t padding_idx) {
+  Bags r;
+  r.b = &b;
+  r.count = count;
+  r.idx = b.convert(indices, kI64);
+  int64_t n = r.idx.dim(0);
+  Value offs = b.convert(b.slice(offsets, {0}, {count}), kI64);
+  Value pos = b.iota(TensorType{kI64, {n, count}}, 0);
+  Value started = b.compare(Compare::kLE, b.broadcast_in_dim(offs, {n, count}, {1}), pos);
+  r.bag = reduce_sum(b, b.convert(started, kI64), {1});
+  r.bag = b.sub(r.bag, splat_like(b, 1, r.bag));
+  r.keep = b.compare(Compare::kGE, r.bag, splat_like(b, 0, r.bag));
+  if (padding_idx >= 0)
+    r.keep = b.and_(r.keep, b.compare(Compare::kNE, r.idx,
+                                      splat_like(b, static_cast<double>(padding_idx), r.idx)));
+  if (offsets.dim(0) > count) {  // include_last_offset: the last offset ends the last bag
+    Value end = b.broadcast_in_dim(
+        b.reshape(b.convert(b.slice(offsets, {count}, {count + 1}), kI64), {}), {n}, {});
+    r.keep = b.and_(r.keep, b.compare(Compare::kLT, b.iota(TensorType{kI64, {n}}, 0), end));
+  }
+  return r;
+}
+
+// Kept indices per bag, as `t` (first `count` of a longer output are set).
+Value bag_sizes(Builder& b, const Bags& g, const TensorType& t) {
+  Value ones = b.full(TensorType{kI64, {g.bag.dim(0)}}, 1);
+  Value n = into_rows(b, b.zeros(TensorType{kI64, {g.count}}), g.target(), ones);
+  n = b.pad(n, b.constant_int(kI64, 0), {0}, {t.shape[0] - g.count});
+  return b.convert(n, t.dtype);
+}
+
+// Max mode: the extremes per bag and feature, and which weight row gave each
+// (the first in order on ties, as CPU).
+std::pair<Value, Value> bag_max(Builder& b, const Bags& g, Value vals, Value empty) {
+  int64_t n = vals.dim(0), d = vals.dim(1);
+  TensorType out{vals.dtype(), {g.count, d}};
+  Value m = into_rows(b, b.full(out, lowest(vals.dtype())), g.target(), vals, true);
+  m = b.select(empty, b.zeros(out), m);
+  Value is_max = b.compare(Compare::kEQ, vals, rows(b, m, g.bag));
+  Value pos = b.iota(TensorType{kI64, {n, d}}, 0), none = splat_like(b, static_cast<double>(n), pos);
+  hlo::ScatterDims sd;
+  sd.update_window_dims = {1};
+  sd.inserted_window_dims = sd.scatter_dims_to_operand_dims = {0};
+  sd.index_vector_dim = 1;
+  Value first = b.scatter(b.full(TensorType{kI64, {g.count, d}}, static_cast<double>(n)),
+                          b.reshape(g.target(), {n, 1}), b.select(is_max, pos, none), sd,
+                          [](Builder& r, const Values& v) { return Values{r.min(v[0], v[1])}; });
+  Value which = b.gather(g.idx, b.reshape(b.min(first, splat_like(b, n - 1, first)), {g.count, d, 1}),
+                         [] { hlo::GatherDims gd; gd.collapsed_slice_dims = gd.start_index_map = {0};
+                              gd.index_vector_dim = 2; return gd; }(),
+                         {1}, TensorType{kI64, {g.count, d}});
+  return {m, b.select(empty, b.zeros(which.type()), which)};
+}
+
+Values embedding_bag(Context& c, const Args& a) {
+  Value weight = a[0].tensor;
+  int64_t mode = a[4].i, count = c.out(0).shape[0];
+  Bags g = bags(c.b, a[1].tensor, a[2].tensor, count, a[8].i);
+  ElementType acc = accumulation_type(weight.dtype());
+  Value vals = rows(c.b, c.b.convert(weight, acc), g.idx);
+  if (!a[6].none())
+    vals = c.b.mul(vals, c.b.broadcast_in_dim(c.b.convert(a[6].tensor, acc), vals.shape(), {0}));
+  Value sizes = bag_sizes(c.b, g, c.out(2));
+  Value n = c.b.convert(c.b.slice(sizes, {0}, {count}), acc);
+  Value n2d = c.b.broadcast_in_dim(n, {count, weight.dim(1)}, {0});
+  Value out, max_indices;
+  if (mode == kMax) {
+    Value empty = c.b.compare(Compare::kEQ, n2d, splat_like(c.b, 0, n2d));
+    std::tie(out, max_indices) = bag_max(c.b, g, vals, empty);
+  } else {
+    out = into_rows(c.b, c.b.zeros(TensorType{acc, {count, weight.dim(1)}}), g.target(), vals);
+    if (mode == kMean) out = c.b.div(out, c.b.max(n2d, splat_like(c.b, 1, n2d)));
+    if (mode == kSum) sizes = c.b.zeros(c.out(2));
+    max_indices = c.out(3).shape == c.out(2).shape ? sizes : c.b.zeros(c.out(3));
+  }
+  return {c.b.convert(out, c.out(0).dtype), c.b.convert(g.bag, c.out(1).dtype), sizes,
+          c.b.convert(max_indices, c.out(3).dtype)};
+}
+
+// How often each index occurs among all of them (scale_grad_by_freq).
+Value frequency(Builder& b, Value idx) {
+  int64_t n = idx.dim(0);
+  Value same = b.compare(Compare::kEQ, b.broadcast_in_dim(idx, {n, n}, {0}),
+                         b.broadcast_in_dim(idx, {n, n}, {1}));
+  return reduce_sum(b, b.convert(same, kI64), {1});
+}
+
+// _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size,
+// maximum_indices, num_weights, scale_grad_by_freq, mode,
+// per_sample_weights, padding_idx).
+Values embedding_bag_dense_backward(Context& c, const Args& a) {
+  Value grad = c.b.convert(a[0].tensor, accumulation_type(a[0].tensor.dtype()));
+  int64_t v = a[5].i, d = grad.dim(1), count = grad.dim(0), mode = a[7].i;
+  Value zeros = c.b.zeros(TensorType{grad.dtype(), {v, d}});
+  Value sizes = c.b.slice(c.b.convert(a[3].tensor, kI64), {0}, {count});
+  Value gw;
+  if (mode == kMax) {
+    Value mi = c.b.convert(a[4].tensor, kI64);
+    Value live = c.b.broadcast_in_dim(c.b.compare(Compare::kGT, sizes, splat_like(c.b, 0, sizes)),
+                                      {count, d}, {0});
+    mi = c.b.select(live, mi, splat_like(c.b, static_cast<double>(v), mi));  // dropped
+    Value at = c.b.concatenate({c.b.reshape(mi, {count, d, 1}),
+                                c.b.reshape(c.b.iota(TensorType{kI64, {count, d}}, 1), {count, d, 1})},
+                               2);
+    hlo::ScatterDims sd;
+    sd.inserted_window_dims = sd.scatter_dims_to_operand_dims = {0, 1};
+    sd.index_vector_dim = 2;
+    gw = c.b.scatter(zeros, at, grad, sd,
+                     [](Builder& r, const Values& x) { return Values{r.add(x[0], x[1])}; });
+  } else {
+    Bags g;
+    g.b = &c.b;
+    g.idx = c.b.convert(a[1].tensor, kI64);
+    g.bag = c.b.convert(a[2].tensor, kI64);
+    g.keep = c.b.compare(Compare::kNE, g.idx, splat_like(c.b, static_cast<double>(a[9].i), g.idx));
+    Value vals = rows(c.b, grad, g.bag);
+    if (!a[8].none())
+      vals = c.b.mul(vals, c.b.broadcast_in_dim(c.b.convert(a[8].tensor, grad.dtype()),
+                                                vals.shape(), {0}));
+    if (mode == kMean) {
+      Value n = c.b.convert(rows(c.b, c.b.reshape(sizes, {count, 1}), g.bag), grad.dtype());
+      vals = c.b.div(vals, c.b.broadcast_in_dim(c.b.reshape(n, {n.dim(0)}), vals.shape(), {0}));
+    }
+    if (a[6].b) {
+      Value f = c.b.convert(frequency(c.b, g.idx), grad.dtype());
+      vals = c.b.div(vals, c.b.broadcast_in_dim(f, vals.shape(), {0}));
+    }
+    gw = into_rows(c.b, zeros, g.target_of(g.idx), vals);
+  }
+  return {c.b.convert(gw, c.out().dtype)};
+}
+
+// _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size,
+// maximum_indices, num_weights, scale_grad_by_freq, mode, sparse,
+// per_sample_weights, padding_idx): the dense backward.
+Values embedding_bag_backward(Context& c, const Args& a) {
+  if (a[9].b) throw Unsupported("_embedding_bag_backward: sparse gradients are not lowered");
+  Args d = {a[0], a[1], a[3], a[4], a[5], a[6], a[7], a[8], a[10], a[11]};
+  return embedding_bag_dense_backward(c, d);
+}
+
+// _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets,
+// offset2bag, mode, padding_idx): grad of the bag . weight row, per index.
+Values embedding_bag_psw_backward(Context& c, const Args& a) {
+  ElementType acc = accumulation_type(a[0].tensor.dtype());
+  Value idx = c.b.convert(a[2].tensor, kI64), bag = c.b.convert(a[4].tensor, kI64);
+  Value g = rows(c.b, c.b.convert(a[0].tensor, acc), bag);
+  Value w = rows(c.b, c.b.convert(a[1].tensor, acc), idx);
+  Value r = reduce_sum(c.b, c.b.mul(g, w), {1});
+  if (a[6].i >= 0)
+    r = c.b.select(c.b.compare(Compare::kEQ, idx, splat_like(c.b, static_cast<double>(a[6].i), idx)),
+                   splat_like(c.b, 0, r), r);
+  return {c.b.convert(r, c.out().dtype)};
+}
+
 }  // namespace
 
 void register_fft(Registry& r);
@@ -473,6 +675,11 @@ void register_misc(Registry& r) {
   r.add("aten::_pdist_backward", pdist_backward);
   r.add("aten::im2col", im2col);
   r.add("aten::col2im", col2im);
+  r.add("aten::_embedding_bag", embedding_bag);
+  r.add("aten::_embedding_bag_forward_only", embedding_bag);
+  r.add("aten::_embedding_bag_backward", embedding_bag_backward);
+  r.add("aten::_embedding_bag_dense_backward", embedding_bag_dense_backward);
+  r.add("aten::_embedding_bag_per_sample_weights_backward", embedding_bag_psw_backward);
   register_misc_sampling(r);
   register_fft(r);
 }
