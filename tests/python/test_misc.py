@@ -217,3 +217,9 @@ def test_embedding_bag_scale_grad_by_freq():
     out = F.embedding_bag(idx.to("tpu"), w, offsets.to("tpu"), mode="sum", scale_grad_by_freq=True)
     actual, = torch.autograd.grad(out, w, grad.to("tpu"))
     assert_same(actual, expected)
+
+
+def test_complex_and_polar():
+    check(torch.complex, torch.randn(2, 3), torch.randn(3))
+    check(torch.polar, torch.rand(4), torch.randn(2, 4), atol=1e-6, rtol=1e-5)
+    check(torch.complex, torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64))
