@@ -47,8 +47,9 @@ Value fft_along(Builder& b, Value x, const std::vector<int64_t>& dims, const std
 // at most three dims.
 Value c2c(Builder& b, Value x, const std::vector<int64_t>& dims, bool forward) {
   for (size_t start = 0; start < dims.size(); start += 3) {
+    size_t end = std::min(start + 3, dims.size());
     std::vector<int64_t> group(dims.begin() + static_cast<std::ptrdiff_t>(start),
-                               dims.begin() + static_cast<std::ptrdiff_t>(std::min(start + 3, dims.size())));
+                               dims.begin() + static_cast<std::ptrdiff_t>(end));
     std::vector<int64_t> lengths;
     for (int64_t d : group) lengths.push_back(x.dim(d));
     x = fft_along(b, x, group, forward ? "FFT" : "IFFT", lengths, x.dtype());

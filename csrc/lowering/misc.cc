@@ -1,8 +1,9 @@
 // Ops that fit no larger family: functional copy, set membership and
 // searching (isin, bucketize, searchsorted, histc), trace, cross products,
-// pixel/channel shuffles, triangle index factories, renorm and weight norm.
-// Bicubic and grid sampling are in misc_sampling.cc, FFTs in fft.cc; all
-// register through register_misc.
+// pixel/channel shuffles, triangle index factories, renorm, weight norm,
+// complex/polar, distances (cdist, pdist), im2col/col2im and embedding bags,
+// with their backward ops. Bicubic and grid sampling are in
+// misc_sampling.cc, FFTs in fft.cc; all register through register_misc.
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -235,7 +236,8 @@ Values renorm(Context& c, const Args& a) {
   // p (> 0, checked by PyTorch) is a program input: pick inf or the power sum.
   Value p = c.b.convert(a[1].tensor, acc);
   Value sum = reduce_sum(c.b, c.b.pow(ax, c.b.broadcast_in_dim(p, ax.shape(), {})), dims);
-  Value norm = c.b.pow(sum, c.b.broadcast_in_dim(c.b.div(c.b.constant(acc, 1), p), sum.shape(), {}));
+  Value inv_p = c.b.div(c.b.constant(acc, 1), p);
+  Value norm = c.b.pow(sum, c.b.broadcast_in_dim(inv_p, sum.shape(), {}));
   Value inf = c.b.compare(Compare::kEQ, p, c.b.constant(acc, INFINITY));
   norm = c.b.select(c.b.broadcast_in_dim(inf, norm.shape(), {}), reduce_max(c.b, ax, dims), norm);
   Value maxnorm = c.b.broadcast_in_dim(c.b.convert(a[3].tensor, acc), norm.shape(), {});
@@ -325,7 +327,8 @@ Value with_batch(Builder& b, Value x, const std::vector<int64_t>& batch) {
 Values cdist(Context& c, const Args& a) {
   const auto& out = c.out().shape;
   std::vector<int64_t> batch(out.begin(), out.end() - 2);
-  auto [x1, x2] = pairs(c.b, with_batch(c.b, a[0].tensor, batch), with_batch(c.b, a[1].tensor, batch));
+  auto [x1, x2] =
+      pairs(c.b, with_batch(c.b, a[0].tensor, batch), with_batch(c.b, a[1].tensor, batch));
   Value diff = c.b.sub(x1, x2);
   return {p_norm(c.b, diff, a[2].d, {diff.rank() - 1})};
 }
@@ -333,7 +336,8 @@ Values cdist(Context& c, const Args& a) {
 // _cdist_backward(grad, x1, x2, p, cdist) -> grad of x1.
 Values cdist_backward(Context& c, const Args& a) {
   std::vector<int64_t> batch(c.out().shape.begin(), c.out().shape.end() - 2);
-  auto [x1, x2] = pairs(c.b, with_batch(c.b, a[1].tensor, batch), with_batch(c.b, a[2].tensor, batch));
+  auto [x1, x2] =
+      pairs(c.b, with_batch(c.b, a[1].tensor, batch), with_batch(c.b, a[2].tensor, batch));
   Value diff = c.b.sub(x1, x2);
   int64_t n = diff.rank();
   std::vector<int64_t> keep;
@@ -481,18 +485,15 @@ Value into_rows(Builder& b, Value acc, Value idx, Value updates, bool max = fals
 struct Bags {
   Value idx, bag, keep;  // i64 [n], i64 [n], i1 [n]
   int64_t count = 0;
-  Value target() const { return target_of(bag); }  // bag, or out of range
-  Value target_of(Value v) const;
-  Builder* b = nullptr;
 };
 
-Value Bags::target_of(Value v) const {
-  return b->select(keep, v, splat_like(*b, static_cast<double>(1LL << 40), v));
+// Row `v` where the index counts, else a row past any table (dropped).
+Value kept(Builder& b, const Bags& g, Value v) {
+  return b.select(g.keep, v, splat_like(b, static_cast<double>(1LL << 40), v));
 }
 
 Bags bags(Builder& b, Value indices, Value offsets, int64_t count, int64_t padding_idx) {
   Bags r;
-  r.b = &b;
   r.count = count;
   r.idx = b.convert(indices, kI64);
   int64_t n = r.idx.dim(0);
@@ -516,7 +517,7 @@ Bags bags(Builder& b, Value indices, Value offsets, int64_t count, int64_t paddi
 // Kept indices per bag, as `t` (first `count` of a longer output are set).
 Value bag_sizes(Builder& b, const Bags& g, const TensorType& t) {
   Value ones = b.full(TensorType{kI64, {g.bag.dim(0)}}, 1);
-  Value n = into_rows(b, b.zeros(TensorType{kI64, {g.count}}), g.target(), ones);
+  Value n = into_rows(b, b.zeros(TensorType{kI64, {g.count}}), kept(b, g, g.bag), ones);
   n = b.pad(n, b.constant_int(kI64, 0), {0}, {t.shape[0] - g.count});
   return b.convert(n, t.dtype);
 }
@@ -526,21 +527,25 @@ Value bag_sizes(Builder& b, const Bags& g, const TensorType& t) {
 std::pair<Value, Value> bag_max(Builder& b, const Bags& g, Value vals, Value empty) {
   int64_t n = vals.dim(0), d = vals.dim(1);
   TensorType out{vals.dtype(), {g.count, d}};
-  Value m = into_rows(b, b.full(out, lowest(vals.dtype())), g.target(), vals, true);
+  Value m = into_rows(b, b.full(out, lowest(vals.dtype())), kept(b, g, g.bag), vals, true);
   m = b.select(empty, b.zeros(out), m);
   Value is_max = b.compare(Compare::kEQ, vals, rows(b, m, g.bag));
-  Value pos = b.iota(TensorType{kI64, {n, d}}, 0), none = splat_like(b, static_cast<double>(n), pos);
+  // The first position holding the max: a min-scatter of positions (n = none).
+  Value pos = b.iota(TensorType{kI64, {n, d}}, 0);
+  pos = b.select(is_max, pos, splat_like(b, static_cast<double>(n), pos));
   hlo::ScatterDims sd;
   sd.update_window_dims = {1};
   sd.inserted_window_dims = sd.scatter_dims_to_operand_dims = {0};
   sd.index_vector_dim = 1;
   Value first = b.scatter(b.full(TensorType{kI64, {g.count, d}}, static_cast<double>(n)),
-                          b.reshape(g.target(), {n, 1}), b.select(is_max, pos, none), sd,
+                          b.reshape(kept(b, g, g.bag), {n, 1}), pos, sd,
                           [](Builder& r, const Values& v) { return Values{r.min(v[0], v[1])}; });
-  Value which = b.gather(g.idx, b.reshape(b.min(first, splat_like(b, n - 1, first)), {g.count, d, 1}),
-                         [] { hlo::GatherDims gd; gd.collapsed_slice_dims = gd.start_index_map = {0};
-                              gd.index_vector_dim = 2; return gd; }(),
-                         {1}, TensorType{kI64, {g.count, d}});
+  first = b.min(first, splat_like(b, static_cast<double>(n - 1), first));
+  hlo::GatherDims gd;
+  gd.collapsed_slice_dims = gd.start_index_map = {0};
+  gd.index_vector_dim = 2;
+  Value which = b.gather(g.idx, b.reshape(first, {g.count, d, 1}), gd, {1},
+                         TensorType{kI64, {g.count, d}});
   return {m, b.select(empty, b.zeros(which.type()), which)};
 }
 
@@ -560,7 +565,8 @@ Values embedding_bag(Context& c, const Args& a) {
     Value empty = c.b.compare(Compare::kEQ, n2d, splat_like(c.b, 0, n2d));
     std::tie(out, max_indices) = bag_max(c.b, g, vals, empty);
   } else {
-    out = into_rows(c.b, c.b.zeros(TensorType{acc, {count, weight.dim(1)}}), g.target(), vals);
+    out = into_rows(c.b, c.b.zeros(TensorType{acc, {count, weight.dim(1)}}), kept(c.b, g, g.bag),
+                    vals);
     if (mode == kMean) out = c.b.div(out, c.b.max(n2d, splat_like(c.b, 1, n2d)));
     if (mode == kSum) sizes = c.b.zeros(c.out(2));
     max_indices = c.out(3).shape == c.out(2).shape ? sizes : c.b.zeros(c.out(3));
@@ -591,9 +597,9 @@ Values embedding_bag_dense_backward(Context& c, const Args& a) {
     Value live = c.b.broadcast_in_dim(c.b.compare(Compare::kGT, sizes, splat_like(c.b, 0, sizes)),
                                       {count, d}, {0});
     mi = c.b.select(live, mi, splat_like(c.b, static_cast<double>(v), mi));  // dropped
-    Value at = c.b.concatenate({c.b.reshape(mi, {count, d, 1}),
-                                c.b.reshape(c.b.iota(TensorType{kI64, {count, d}}, 1), {count, d, 1})},
-                               2);
+    Value feature = c.b.iota(TensorType{kI64, {count, d}}, 1);
+    Value at = c.b.concatenate(
+        {c.b.reshape(mi, {count, d, 1}), c.b.reshape(feature, {count, d, 1})}, 2);
     hlo::ScatterDims sd;
     sd.inserted_window_dims = sd.scatter_dims_to_operand_dims = {0, 1};
     sd.index_vector_dim = 2;
@@ -601,7 +607,6 @@ Values embedding_bag_dense_backward(Context& c, const Args& a) {
                      [](Builder& r, const Values& x) { return Values{r.add(x[0], x[1])}; });
   } else {
     Bags g;
-    g.b = &c.b;
     g.idx = c.b.convert(a[1].tensor, kI64);
     g.bag = c.b.convert(a[2].tensor, kI64);
     g.keep = c.b.compare(Compare::kNE, g.idx, splat_like(c.b, static_cast<double>(a[9].i), g.idx));
@@ -617,7 +622,7 @@ Values embedding_bag_dense_backward(Context& c, const Args& a) {
       Value f = c.b.convert(frequency(c.b, g.idx), grad.dtype());
       vals = c.b.div(vals, c.b.broadcast_in_dim(f, vals.shape(), {0}));
     }
-    gw = into_rows(c.b, zeros, g.target_of(g.idx), vals);
+    gw = into_rows(c.b, zeros, kept(c.b, g, g.idx), vals);
   }
   return {c.b.convert(gw, c.out().dtype)};
 }
@@ -639,9 +644,10 @@ Values embedding_bag_psw_backward(Context& c, const Args& a) {
   Value g = rows(c.b, c.b.convert(a[0].tensor, acc), bag);
   Value w = rows(c.b, c.b.convert(a[1].tensor, acc), idx);
   Value r = reduce_sum(c.b, c.b.mul(g, w), {1});
-  if (a[6].i >= 0)
-    r = c.b.select(c.b.compare(Compare::kEQ, idx, splat_like(c.b, static_cast<double>(a[6].i), idx)),
-                   splat_like(c.b, 0, r), r);
+  if (a[6].i >= 0) {
+    Value pad = splat_like(c.b, static_cast<double>(a[6].i), idx);
+    r = c.b.select(c.b.compare(Compare::kEQ, idx, pad), splat_like(c.b, 0, r), r);
+  }
   return {c.b.convert(r, c.out().dtype)};
 }
 
