@@ -443,6 +443,7 @@ void register_lowered_ops(torch::Library& m) {
                    writes(schema.arguments()[0]);
     if (inplace) base.pop_back();
     if (!inplace && !has_out) continue;
+    if (inplace && base == "aten::copy") continue;  // copy_ crosses devices: core_ops serves it
     auto it = by_base.find(base);
     if (it == by_base.end()) continue;
     for (const std::string& candidate : it->second) {

@@ -14,6 +14,7 @@ Registry& Registry::get() {
     register_random(*r);
     register_factory(*r);
     register_conv(*r);
+    register_misc(*r);
     register_special(*r);  // last: _foreach_* wrap lowerings registered above
     return r;
   }();

@@ -93,6 +93,7 @@ void register_nn(Registry& r);
 void register_random(Registry& r);
 void register_factory(Registry& r);
 void register_conv(Registry& r);
+void register_misc(Registry& r);
 void register_special(Registry& r);  // special functions, extra pointwise ops, _foreach_*
 
 }  // namespace torch_tpu::lowering
