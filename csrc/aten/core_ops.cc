@@ -5,6 +5,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/_conj_physical.h>
+#include <ATen/ops/_copy_from.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
@@ -126,7 +128,24 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   return to_cpu(self).item();
 }
 
+// A conjugate-view source: PyTorch's conjugate fallback would resolve it
+// with a clone, which copies through _copy_from again, forever. Copy the
+// plain data instead, then conjugate the destination.
+at::Tensor copy_from_conjugate(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  bool conj = self.is_conj();
+  {
+    c10::impl::ExcludeDispatchKeyGuard guard(c10::DispatchKey::Conjugate);
+    at::_copy_from(conj ? self.conj() : self, dst, non_blocking);
+  }
+  if (conj) dst.copy_(at::_conj_physical(dst));
+  return dst;
+}
+
 }  // namespace
+
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", copy_from_conjugate);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);

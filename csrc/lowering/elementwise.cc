@@ -282,9 +282,20 @@ Values addcdiv(Context& c, const Args& a) {
   return {b.add(coerce(b, a[0].tensor, t), b.mul(coerce(b, a[3].tensor, t), quot))};
 }
 
+// Complex conjugate; the identity on real dtypes.
+Values conj_physical(Context& c, const Args& a) {
+  Value x = a[0].tensor;
+  if (!hlo::is_complex(x.dtype())) return {x};
+  TensorType part{x.dtype() == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, x.shape()};
+  Value re = c.b.op("stablehlo.real", {x}, {part})[0];
+  Value im = c.b.op("stablehlo.imag", {x}, {part})[0];
+  return {c.b.op("stablehlo.complex", {re, c.b.neg(im)}, {x.type()})[0]};
+}
+
 }  // namespace
 
 void register_elementwise(Registry& r) {
+  r.add("aten::_conj_physical", conj_physical);
   for (const char* op : {"aten::lerp.Scalar", "aten::lerp.Tensor"}) r.add(op, lerp);
   r.add("aten::addcmul", addcmul);
   r.add("aten::addcdiv", addcdiv);

@@ -46,3 +46,11 @@ def test_inverse_fft_gradients():
     g_cpu, = torch.autograd.grad(loss(cpu), cpu)
     g_tpu, = torch.autograd.grad(loss(tpu), tpu)
     assert_same(g_tpu, g_cpu, **TOL)
+
+
+def test_conjugate_views_copy_to_host_and_hfft():
+    z = torch.randn(6, dtype=torch.complex64)
+    t = z.to("tpu")
+    assert torch.equal(t.conj().cpu(), z.conj())
+    assert torch.equal(t.conj().resolve_conj().cpu(), z.conj().resolve_conj())
+    torch.testing.assert_close(torch.fft.hfft(t).cpu(), torch.fft.hfft(z), atol=1e-5, rtol=1e-5)
