@@ -78,6 +78,23 @@ hlo::Value reinterpret(hlo::Builder& b, hlo::Value flat, ElementType to) {
     hlo::Value bytes = reinterpret(b, flat, ElementType::kU8);
     return b.compare(hlo::Compare::kNE, bytes, b.full(bytes.type(), 0));
   }
+  // Complex numbers are (real, imaginary) pairs of their part type.
+  if (hlo::is_complex(from)) {
+    ElementType part = from == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    hlo::TensorType t{part, {flat.dim(0), 1}};
+    hlo::Value re = b.reshape(b.op("stablehlo.real", {flat}, {{part, flat.shape()}})[0], t.shape);
+    hlo::Value im = b.reshape(b.op("stablehlo.imag", {flat}, {{part, flat.shape()}})[0], t.shape);
+    return reinterpret(b, b.reshape(b.concatenate({re, im}, 1), {2 * flat.dim(0)}), to);
+  }
+  if (hlo::is_complex(to)) {
+    ElementType part = to == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
+    hlo::Value parts = reinterpret(b, flat, part);
+    int64_t n = parts.dim(0) / 2;
+    hlo::Value pairs = b.reshape(b.slice(parts, {0}, {2 * n}), {n, 2});
+    hlo::Value re = b.reshape(b.slice(pairs, {0, 0}, {n, 1}), {n});
+    hlo::Value im = b.reshape(b.slice(pairs, {0, 1}, {n, 2}), {n});
+    return b.op("stablehlo.complex", {re, im}, {{to, {n}}})[0];
+  }
   int64_t wf = hlo::bit_width(from), wt = hlo::bit_width(to), n = flat.dim(0);
   if (wf == wt) return b.bitcast_convert(flat, hlo::TensorType{to, {n}});
   if (wf > wt) {  // each element splits into wf/wt smaller ones

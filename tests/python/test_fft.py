@@ -54,3 +54,18 @@ def test_conjugate_views_copy_to_host_and_hfft():
     assert torch.equal(t.conj().cpu(), z.conj())
     assert torch.equal(t.conj().resolve_conj().cpu(), z.conj().resolve_conj())
     torch.testing.assert_close(torch.fft.hfft(t).cpu(), torch.fft.hfft(z), atol=1e-5, rtol=1e-5)
+
+
+def test_view_as_real_aliases_and_rfft_backward():
+    z = torch.randn(4, dtype=torch.complex64)
+    t = z.to("tpu")
+    r = torch.view_as_real(t)
+    assert torch.equal(r.cpu(), torch.view_as_real(z))
+    r.mul_(2)  # writes through to the complex storage
+    assert torch.equal(t.cpu(), z * 2)
+    assert torch.equal(torch.view_as_complex(r).cpu(), z * 2)
+    x = torch.randn(8)
+    xt, xc = x.to("tpu").requires_grad_(), x.clone().requires_grad_()
+    torch.fft.rfft(xt).abs().sum().backward()
+    torch.fft.rfft(xc).abs().sum().backward()
+    torch.testing.assert_close(xt.grad.cpu(), xc.grad, atol=1e-5, rtol=1e-5)
