@@ -1,4 +1,4 @@
-"""torch.compile on a small GPT: CPU eager, Inductor (CPU), tpu Strict Eager,
+"""torch.compile on a small GPT (benchmarks/common.py TinyTransformer): CPU eager, Inductor (CPU), tpu Strict Eager,
 tpu Fused Eager and torch.compile(backend="tpu"), side by side in one run.
 
 Each configuration runs in its own subprocess (clean caches, clean peak
@@ -22,40 +22,13 @@ CONFIGS = ["cpu_eager", "cpu_inductor", "tpu_strict", "tpu_fused", "tpu_compiled
 
 def build(args):
     import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
 
-    class Block(nn.Module):
-        def __init__(self, d, heads):
-            super().__init__()
-            self.heads = heads
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, d = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-            q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-            return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self, vocab, d, layers, heads, seq):
-            super().__init__()
-            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
-            self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
-            self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
-
-        def forward(self, idx):
-            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-            for blk in self.blocks:
-                x = blk(x)
-            return self.head(self.ln(x))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import TinyTransformer
 
     torch.manual_seed(0)
-    return GPT(args.vocab, args.dim, args.layers, args.heads, args.seq)
+    return TinyTransformer(vocab=args.vocab, dim=args.dim, heads=args.heads,
+                           layers=args.layers, seq=args.seq, sdpa=True)
 
 
 def run_config(name, args):

@@ -48,6 +48,15 @@ def check(fn, *args, atol=None, rtol=None, **kwargs):
     return actual
 
 
+def check_grad(fn, *args, grad, atol=None, rtol=None):
+    """Gradients of fn's float arguments for the output gradient `grad`."""
+    def run(device):
+        xs = [a.detach().to(device).requires_grad_(a.is_floating_point()) for a in args]
+        fn(*xs).backward(grad.to(device))
+        return [x.grad for x in xs if x.is_floating_point()]
+    assert_same(run("tpu"), run("cpu"), atol=atol, rtol=rtol)
+
+
 @pytest.fixture
 def highest_precision():
     """f32 matmuls at HIGHEST precision so comparisons against CPU are tight."""

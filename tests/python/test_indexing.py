@@ -5,22 +5,13 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu
-from conftest import assert_same, check, to_tpu
+from conftest import assert_same, check, to_tpu, check_grad
 
 
 def needs_native(*ops):
     """Skips until the listed ops (owned by other families) are lowered."""
     missing = [op for op in ops if op not in torch_tpu.native_ops()]
     return pytest.mark.skipif(bool(missing), reason=f"not lowered yet: {missing}")
-
-
-def check_grad(fn, *args, grad, atol=None, rtol=None):
-    """Gradients of fn's float arguments for the output gradient `grad`."""
-    def run(device):
-        xs = [a.detach().to(device).requires_grad_(a.is_floating_point()) for a in args]
-        fn(*xs).backward(grad.to(device))
-        return [x.grad for x in xs if x.is_floating_point()]
-    assert_same(run("tpu"), run("cpu"), atol=atol, rtol=rtol)
 
 
 X = torch.randn(3, 4)

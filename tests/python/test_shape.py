@@ -5,16 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu
-from conftest import assert_same, check
-
-
-def check_grad(fn, *args, grad, atol=None, rtol=None):
-    """Gradients of fn's float arguments for the output gradient `grad`."""
-    def run(device):
-        xs = [a.detach().to(device).requires_grad_(a.is_floating_point()) for a in args]
-        fn(*xs).backward(grad.to(device))
-        return [x.grad for x in xs if x.is_floating_point()]
-    assert_same(run("tpu"), run("cpu"), atol=atol, rtol=rtol)
+from conftest import assert_same, check, check_grad
 
 
 X = torch.randn(3, 4)
