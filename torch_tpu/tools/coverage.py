@@ -52,6 +52,7 @@ def _worker(ids, dtypes):
                               else o.detail, "missing": list(o.missing),
                               "passed": o.passed, "failed": o.failed,
                               "seconds": round(time.perf_counter() - start, 3)}), flush=True)
+        print(json.dumps({"done": i}), flush=True)
 
 
 def _spawn(ids, dtypes):
@@ -67,7 +68,7 @@ def _spawn(ids, dtypes):
     return proc, lines
 
 
-def _run_chunk(ids, dtypes, results, progress):
+def _run_chunk(ids, dtypes, results, progress, log):
     """Runs ids in a worker; restarts past an op that crashes or hangs."""
     while ids:
         proc, lines = _spawn(ids, dtypes)
@@ -83,6 +84,9 @@ def _run_chunk(ids, dtypes, results, progress):
             if line is None:
                 break
             record = json.loads(line)
+            log(record)
+            if "done" in record:
+                continue
             if "start" in record:
                 current = record["start"]
                 ids = ids[ids.index(current) + 1:]
@@ -95,36 +99,67 @@ def _run_chunk(ids, dtypes, results, progress):
         if proc.returncode == 0:
             return
         if proc.returncode != 0:
-            _record_crash(current, dtypes, results, why or f"worker died ({proc.returncode})")
+            crashed = _record_crash(current, dtypes, results, why or f"worker died "
+                                    f"({proc.returncode})")
+            for record in crashed + [{"done": current}]:
+                log(record)
 
 
 def _record_crash(op, dtypes, results, why):
     from . import conformance
     done = {(r["dtype"], r["kind"]) for r in results if r["op"] == op}
-    for dtype, kind in conformance.cases(conformance.opinfos()[op], dtypes):
-        if (dtype, kind) not in done:
-            results.append({"op": op, "dtype": dtype, "kind": kind, "status": "fail",
-                            "reason": f"crash: {why}", "missing": [], "passed": 0,
-                            "failed": 1, "seconds": 0})
+    crashed = [{"op": op, "dtype": dtype, "kind": kind, "status": "fail",
+                "reason": f"crash: {why}", "missing": [], "passed": 0, "failed": 1,
+                "seconds": 0}
+               for dtype, kind in conformance.cases(conformance.opinfos()[op], dtypes)
+               if (dtype, kind) not in done]
+    results.extend(crashed)
+    return crashed
 
 
-def sweep(ids, dtypes, workers=1, verbose=True):
-    """Per-case result records for the OpInfos `ids`."""
-    results, done = [], [0]
-    chunks = [ids[w::workers] for w in range(workers)]
+def _resume(path):
+    """Records of the OpInfos a previous sweep finished (its --log file)."""
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    finished = {r["done"] for r in records if "done" in r}
+    return [r for r in records if r.get("op") in finished]
+
+
+def sweep(ids, dtypes, workers=1, verbose=True, log_path=None):
+    """Per-case result records for the OpInfos `ids`. With log_path, records
+    are appended there as they arrive and OpInfos already finished there are
+    not run again (an interrupted sweep resumes)."""
+    results = _resume(log_path)
+    finished = {r["op"] for r in results}
+    todo = [i for i in ids if i not in finished]
+    done, lock = [len(ids) - len(todo)], threading.Lock()
+    log_file = open(log_path, "a") if log_path else None
+
+    def log(record):
+        if log_file and "start" not in record:
+            with lock:
+                log_file.write(json.dumps(record) + "\n")
+                log_file.flush()
+
+    chunks = [todo[w::workers] for w in range(workers)]
 
     def progress(op):
         done[0] += 1
         if verbose and done[0] % 25 == 0:
             print(f"  ... {done[0]}/{len(ids)} OpInfos", file=sys.stderr, flush=True)
 
-    threads = [threading.Thread(target=_run_chunk, args=(c, dtypes, results, progress))
+    threads = [threading.Thread(target=_run_chunk, args=(c, dtypes, results, progress, log))
                for c in chunks if c]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if log_file:
+        log_file.close()
     order = {i: n for n, i in enumerate(ids)}
+    results = [r for r in results if r["op"] in order]
     return sorted(results, key=lambda r: (order[r["op"]], r["dtype"], r["kind"]))
 
 
@@ -280,6 +315,8 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--json", default="benchmarks/results/coverage.json")
     parser.add_argument("--write-expected", default=None, metavar="PATH")
+    parser.add_argument("--log", default=None, metavar="PATH",
+                        help="append results here as they arrive; resume from it")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     from . import conformance
@@ -288,7 +325,7 @@ def main(argv=None):
         return _worker(args.ops, dtypes)
     ids = _select(args.ops, args.quick)
     start = time.perf_counter()
-    results = sweep(ids, dtypes, args.workers)
+    results = sweep(ids, dtypes, args.workers, log_path=args.log)
     rep = report(results, ids, dtypes, time.perf_counter() - start)
     print(render(rep))
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
