@@ -116,17 +116,25 @@ def upstream_skip(op, dtype):
     return None
 
 
-_MISSING = re.compile(r"operator '(aten::[\w.]+|[\w:.]+)' is not implemented for the tpu"
-                      r"|tpu: (aten::[\w.]+) is not supported for these arguments")
+_MISSING = re.compile(r"operator '([\w:.]+)' is not implemented for the tpu"
+                      r"|tpu: (aten::[\w.]+) is not supported for these arguments"
+                      r"|Could not run '([\w:.]+)' with arguments from the '(\w+)' backend")
 
 
 def missing_op(error):
-    """The ATen op a NotImplementedError names, or None."""
+    """The ATen op a NotImplementedError names, or None: 'aten::op.overload',
+    'aten::op (these arguments)' when the lowering rejects the arguments, or
+    'aten::op (SparseCsrtpu)' when a dispatch key other than tpu has no kernel."""
     m = _MISSING.search(str(error))
     if not m:
         return None
-    name = m.group(1) or m.group(2) + " (these arguments)"
-    return name if name.startswith("aten::") or "::" in name else "aten::" + name
+    if m.group(1):
+        name = m.group(1)
+    elif m.group(2):
+        name = m.group(2) + " (these arguments)"
+    else:
+        name = f"{m.group(3)} ({m.group(4)})"
+    return name if "::" in name else "aten::" + name
 
 
 def _first_line(error):
@@ -177,22 +185,54 @@ def _to_cpu(outputs):
     return flat
 
 
-def _compare(actual, expected, tol):
-    atol, rtol = tol if tol else (0, 0)
-    torch.testing.assert_close(actual, _flat(expected), atol=atol, rtol=rtol, equal_nan=True)
+def _tolerance(value):
+    """(atol, rtol) by the dtype of the reference output (not of the inputs:
+    cos of an int64 tensor is a float32 tensor)."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype in TOLERANCES:
+            return TOLERANCES[value.dtype]
+        if value.is_floating_point() or value.is_complex():
+            return TOLERANCES[torch.float32]
+        return 0, 0
+    return (TOLERANCES[torch.float32] if isinstance(value, float) else (0, 0))
+
+
+def _compare(actual, expected):
+    expected = _flat(expected)
+    if len(actual) != len(expected):
+        raise AssertionError(f"{len(actual)} outputs on tpu, {len(expected)} on CPU")
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        atol, rtol = _tolerance(e)
+        try:
+            torch.testing.assert_close(a, e, atol=atol, rtol=rtol, equal_nan=True)
+        except AssertionError as error:
+            raise AssertionError(f"output {i}: {_mismatch(error)}") from None
+
+
+def _mismatch(error):
+    """The informative lines of an assert_close message, on one line."""
+    lines = [l.strip() for l in str(error).splitlines() if l.strip()]
+    keep = [l for l in lines if l.startswith(("Mismatched", "Greatest absolute"))]
+    return "; ".join([lines[0].rstrip("!")] + keep) if lines else "mismatch"
 
 
 def _call(op, sample):
     return sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
 
 
-def _forward_sample(op, sample, tol):
+def _call_tpu(op, sample):
+    """Runs on tpu; factories without a device argument allocate there too."""
+    with torch.device("tpu"):
+        return _call(op, sample)
+
+
+def _forward_sample(op, sample):
     tpu = _on_tpu(sample, grad=False)
     try:
         expected = _call(op, sample)
     except Exception:
         return None  # the reference rejects this sample: nothing to compare
-    _compare(_to_cpu(_call(op, tpu)), expected, tol)
+    _compare(_to_cpu(_call_tpu(op, tpu)), expected)
     return True
 
 
@@ -226,10 +266,14 @@ def _backward_sample(op, sample, index):
     gen = torch.Generator().manual_seed(1000 + index)
     cot = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
     want = _grads(outs, inputs, cot)
-    actual = _call(op, tpu)
+    actual = _call_tpu(op, tpu)
     got = _grads(_grad_targets(actual), _leaves(tpu), [c.to("tpu") for c in cot])
-    torch.testing.assert_close(got, want, atol=BACKWARD_TOLERANCE[0],
-                               rtol=BACKWARD_TOLERANCE[1], equal_nan=True)
+    for i, (g, w) in enumerate(zip(got, want)):
+        try:
+            torch.testing.assert_close(g, w, atol=BACKWARD_TOLERANCE[0],
+                                       rtol=BACKWARD_TOLERANCE[1], equal_nan=True)
+        except AssertionError as error:
+            raise AssertionError(f"grad of input {i}: {_mismatch(error)}") from None
     return True
 
 
@@ -244,7 +288,7 @@ def _run_samples(op, dtype, kind):
     for i, sample in enumerate(samples):
         try:
             ok = (_backward_sample(op, sample, i) if kind == "bwd"
-                  else _forward_sample(op, sample, TOLERANCES.get(dtype)))
+                  else _forward_sample(op, sample))
         except Exception as error:  # noqa: BLE001 — every failure is recorded
             outcome.failed += 1
             name = missing_op(error) if isinstance(error, NotImplementedError) else None
@@ -270,7 +314,7 @@ def run_case(op, dtype_name, kind):
         return Outcome("skip", reason)
     torch_tpu.set_cpu_fallback(False)
     previous = torch_tpu._C._get_precision_override()
-    if dtype == torch.float32:
+    if dtype not in (torch.bfloat16, torch.float16):  # f32 math, also from int inputs
         torch_tpu._C._set_precision(HIGHEST)
     try:
         return _run_samples(op, dtype, kind)
