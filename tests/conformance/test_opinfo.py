@@ -1,0 +1,68 @@
+"""Every OpInfo sample, run on CPU and on tpu, compared (forward and float32
+gradients). One test per (OpInfo, dtype, fwd|bwd); known failures are listed in
+expected_failures.txt and run as strict xfails."""
+import fnmatch
+
+import pytest
+
+from conftest import EXPECTED_FAILURES
+from torch_tpu.tools import conformance
+from torch_tpu.tools.opinfo_slice import SLICE, SLICE_ALL_DTYPES
+
+
+def _selected(config):
+    ids = list(conformance.opinfos())
+    if not config.getoption("--full"):
+        ids = [i for i in ids if i in SLICE]
+    globs = config.getoption("--opinfo")
+    if globs:
+        ids = [i for i in ids if any(fnmatch.fnmatchcase(i, g) for g in globs)]
+    return ids
+
+
+def _cases(config):
+    full, ops = config.getoption("--full"), conformance.opinfos()
+    for i in _selected(config):
+        dtypes = conformance.DTYPES if full or i in SLICE_ALL_DTYPES else ("float32",)
+        for dtype, kind in conformance.cases(ops[i], tuple(dtypes)):
+            yield i, dtype, kind
+
+
+def pytest_generate_tests(metafunc):
+    if "case" in metafunc.fixturenames:
+        cases = list(_cases(metafunc.config))
+        metafunc.parametrize("case", cases, ids=["-".join(c) for c in cases])
+
+
+def test_opinfo(case, expected_failures):
+    op_name, dtype, kind = case
+    outcome = conformance.run_case(conformance.opinfos()[op_name], dtype, kind)
+    if outcome.status == "skip":
+        pytest.skip(outcome.detail)
+    if case in expected_failures:
+        if outcome.status == "pass":
+            pytest.fail(f"XPASS(strict): {' '.join(case)} now passes; delete its line "
+                        f"from {EXPECTED_FAILURES}", pytrace=False)
+        pytest.xfail(expected_failures[case])
+    if outcome.status == "fail":
+        pytest.fail(f"{' '.join(case)}: {outcome.summary()}\n  (a known gap? add "
+                    f"'{' '.join(case)} REASON' to {EXPECTED_FAILURES})", pytrace=False)
+
+
+def test_expected_failures_name_real_cases(expected_failures):
+    """Every line of the data file names an existing (OpInfo, dtype, kind) case."""
+    ops = conformance.opinfos()
+    unknown = [k for k in expected_failures
+               if k[0] not in ops or (k[1], k[2]) not in conformance.cases(ops[k[0]])]
+    assert not unknown, f"expected_failures.txt names cases that do not exist: {unknown[:10]}"
+
+
+def test_harness_catches_a_wrong_result(monkeypatch):
+    """The comparison can fail: a tpu result off by one ulp-scale amount is caught."""
+    import torch
+    op = conformance.opinfos()["abs"]
+    real = op.op
+    monkeypatch.setattr(op, "op", lambda x, *a, **k: real(x) + (1e-2 if x.device.type == "tpu"
+                                                                 else 0))
+    assert conformance.run_case(op, "float32", "fwd").status == "fail"
+    assert torch.is_tensor(real(torch.ones(1)))

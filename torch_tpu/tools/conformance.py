@@ -1,0 +1,362 @@
+"""OpInfo conformance: PyTorch's own OpInfo samples, run on CPU and on tpu, compared.
+
+One *case* is (OpInfo, dtype, kind) where kind is "fwd" (outputs) or "bwd"
+(float32 input gradients under a fixed random cotangent). A case runs every
+sample the OpInfo generates on CPU; its outcome is "pass" when every sample
+whose CPU run succeeds also matches on tpu, "fail" otherwise, and "skip" when
+there is nothing to compare (no samples, or PyTorch itself marks the op as not
+comparable across devices). The pytest suite in tests/conformance and the
+report `python -m torch_tpu.tools.coverage` both run cases through `run_case`.
+"""
+import dataclasses
+import re
+import sys
+import types
+import unittest
+
+import torch
+
+import torch_tpu
+
+DTYPES = {
+    "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+    "int64": torch.int64, "int32": torch.int32, "bool": torch.bool,
+}
+# (atol, rtol): torch.testing defaults, scaled up modestly (one compiler's
+# transcendental approximations against another's).
+TOLERANCES = {
+    torch.float32: (1e-4, 1e-5),
+    torch.bfloat16: (1.6e-2, 1.6e-2),
+    torch.float16: (1e-3, 1e-3),
+}
+BACKWARD_TOLERANCE = (1e-4, 1e-4)
+HIGHEST = 2  # torch_tpu._C precision override: f32 matmuls at HIGHEST
+
+
+def _install_expecttest_shim():
+    """torch.testing._internal imports `expecttest` only for its TestCase base
+    class; a stand-in keeps this harness free of that test-only dependency."""
+    try:
+        import expecttest  # noqa: F401
+    except ImportError:
+        shim = types.ModuleType("expecttest")
+        shim.ACCEPT = False
+        shim.TestCase = unittest.TestCase
+        sys.modules["expecttest"] = shim
+
+
+def _databases():
+    _install_expecttest_shim()
+    from torch.testing._internal import common_methods_invocations as cmi
+    dbs = [cmi.op_db]
+    for name in ("foreach_unary_op_db", "foreach_binary_op_db", "foreach_pointwise_op_db",
+                 "foreach_reduce_op_db", "foreach_other_op_db"):
+        dbs.append(getattr(cmi, name, []))
+    return dbs
+
+
+def op_id(op):
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+_OPINFOS = None
+
+
+def opinfos():
+    """Every OpInfo by id ("name" or "name.variant"), in database order."""
+    global _OPINFOS
+    if _OPINFOS is None:
+        _OPINFOS = {}
+        for db in _databases():
+            for op in db:
+                _OPINFOS.setdefault(op_id(op), op)
+    return _OPINFOS
+
+
+def cases(op, dtypes=tuple(DTYPES)):
+    """The (dtype name, kind) cases an OpInfo has among `dtypes`."""
+    supported = op.supported_dtypes("cpu")
+    out = [(d, "fwd") for d in dtypes if DTYPES[d] in supported]
+    if "float32" in dtypes and op.supports_autograd and \
+            torch.float32 in op.supported_backward_dtypes("cpu"):
+        out.append(("float32", "bwd"))
+    return out
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: str                      # "pass", "fail" or "skip"
+    detail: str = ""                 # first failure (or the skip reason)
+    missing: tuple = ()              # ATen ops that raised NotImplementedError
+    passed: int = 0                  # samples that matched
+    failed: int = 0                  # samples that did not
+
+    def summary(self):
+        if self.status != "fail":
+            return self.detail
+        head = f"{self.failed}/{self.failed + self.passed} samples fail"
+        if self.missing:
+            return f"{head}; missing {', '.join(self.missing)}"
+        return f"{head}; {self.detail}"
+
+
+def upstream_skip(op, dtype):
+    """PyTorch's own reason why this op's output is not comparable across
+    devices (its test_compare_cpu skip), or None."""
+    for info in list(op.decorators) + list(getattr(op, "skips", ())):
+        if not hasattr(info, "is_active") or info.test_name != "test_compare_cpu":
+            continue
+        if info.device_type is not None or not info.is_active(
+                "TestCommon", "test_compare_cpu", None, dtype, {}):
+            continue
+        for dec in info.decorators:
+            wrapped = dec(lambda: None)
+            if getattr(wrapped, "__unittest_skip__", False):
+                return "upstream: " + (wrapped.__unittest_skip_why__ or "not comparable")
+    return None
+
+
+_MISSING = re.compile(r"operator '([\w:.]+)' is not implemented for the tpu"
+                      r"|tpu: (aten::[\w.]+) is not supported for these arguments"
+                      r"|Could not run '([\w:.]+)' with arguments from the '(\w+)' backend")
+
+
+def missing_op(error):
+    """The ATen op a NotImplementedError names, or None: 'aten::op.overload',
+    'aten::op (these arguments)' when the lowering rejects the arguments, or
+    'aten::op (SparseCsrtpu)' when a dispatch key other than tpu has no kernel."""
+    m = _MISSING.search(str(error))
+    if not m:
+        return None
+    if m.group(1):
+        name = m.group(1)
+    elif m.group(2):
+        name = m.group(2) + " (these arguments)"
+    else:
+        name = f"{m.group(3)} ({m.group(4)})"
+    return name if "::" in name else "aten::" + name
+
+
+def _first_line(error):
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
+class _ToTpu:
+    """Copies a sample to tpu; tensors that appear twice stay one tensor."""
+
+    def __init__(self, grad):
+        self.grad, self.memo = grad, {}
+
+    def __call__(self, t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        if id(t) not in self.memo:
+            copy = t.detach().to("tpu")
+            if self.grad and t.requires_grad:
+                copy.requires_grad_(True)
+            self.memo[id(t)] = copy
+        return self.memo[id(t)]
+
+
+def _on_tpu(sample, grad):
+    moved = sample.transform(_ToTpu(grad))
+    if moved.kwargs.get("device") in ("cpu", torch.device("cpu")):
+        moved.kwargs["device"] = "tpu"
+    return moved
+
+
+def _flat(x):
+    """Outputs as a flat list (tensors, numbers, None), structure dropped."""
+    if isinstance(x, (list, tuple)):
+        return [v for item in x for v in _flat(item)]
+    return [x]
+
+
+def _to_cpu(outputs):
+    """tpu outputs on CPU for comparison; raises if one stayed off tpu."""
+    flat = []
+    for v in _flat(outputs):
+        if isinstance(v, torch.Tensor):
+            if v.device.type != "tpu":
+                raise AssertionError(f"an output is on {v.device}, not on tpu")
+            v = v.cpu()
+        flat.append(v)
+    return flat
+
+
+def _tolerance(value):
+    """(atol, rtol) by the dtype of the reference output (not of the inputs:
+    cos of an int64 tensor is a float32 tensor)."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype in TOLERANCES:
+            return TOLERANCES[value.dtype]
+        if value.is_floating_point() or value.is_complex():
+            return TOLERANCES[torch.float32]
+        return 0, 0
+    return (TOLERANCES[torch.float32] if isinstance(value, float) else (0, 0))
+
+
+def _compare(actual, expected):
+    expected = _flat(expected)
+    if len(actual) != len(expected):
+        raise AssertionError(f"{len(actual)} outputs on tpu, {len(expected)} on CPU")
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        atol, rtol = _tolerance(e)
+        try:
+            torch.testing.assert_close(a, e, atol=atol, rtol=rtol, equal_nan=True)
+        except AssertionError as error:
+            raise AssertionError(f"output {i}: {_mismatch(error)}") from None
+
+
+def _mismatch(error):
+    """The informative lines of an assert_close message, on one line."""
+    lines = [l.strip() for l in str(error).splitlines() if l.strip()]
+    keep = [l for l in lines if l.startswith(("Mismatched", "Greatest absolute"))]
+    return "; ".join([lines[0].rstrip("!")] + keep) if lines else "mismatch"
+
+
+def _call(op, sample):
+    return sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
+
+
+def _call_tpu(op, sample):
+    """Runs on tpu; factories without a device argument allocate there too."""
+    with torch.device("tpu"):
+        return _call(op, sample)
+
+
+def _forward_sample(op, sample):
+    tpu = _on_tpu(sample, grad=False)
+    try:
+        expected = _call(op, sample)
+    except Exception:
+        return None  # the reference rejects this sample: nothing to compare
+    _compare(_to_cpu(_call_tpu(op, tpu)), expected)
+    return True
+
+
+def _grad_targets(outputs):
+    return [o for o in _flat(outputs)
+            if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
+
+
+def _leaves(sample):
+    found = []
+    for v in _flat([sample.input, list(sample.args), list(sample.kwargs.values())]):
+        if isinstance(v, torch.Tensor) and v.requires_grad and all(v is not f for f in found):
+            found.append(v)
+    return found
+
+
+def _grads(outputs, inputs, cotangents):
+    grads = torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True)
+    return [g.cpu() if g is not None else None for g in grads]
+
+
+def _backward_sample(op, sample, index):
+    tpu = _on_tpu(sample, grad=True)
+    try:
+        expected = _call(op, sample)
+    except Exception:
+        return None
+    outs, inputs = _grad_targets(expected), _leaves(sample)
+    if not outs or not inputs:
+        return None  # nothing differentiable in this sample
+    gen = torch.Generator().manual_seed(1000 + index)
+    cot = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
+    want = _grads(outs, inputs, cot)
+    actual = _call_tpu(op, tpu)
+    got = _grads(_grad_targets(actual), _leaves(tpu), [c.to("tpu") for c in cot])
+    for i, (g, w) in enumerate(zip(got, want)):
+        try:
+            torch.testing.assert_close(g, w, atol=BACKWARD_TOLERANCE[0],
+                                       rtol=BACKWARD_TOLERANCE[1], equal_nan=True)
+        except AssertionError as error:
+            raise AssertionError(f"grad of input {i}: {_mismatch(error)}") from None
+    return True
+
+
+def _samples(op, dtype, grad):
+    torch.manual_seed(0)
+    return list(op.sample_inputs("cpu", dtype, requires_grad=grad))
+
+
+def _run_samples(op, dtype, kind):
+    outcome, missing = Outcome("pass"), []
+    samples = _samples(op, dtype, kind == "bwd")
+    for i, sample in enumerate(samples):
+        try:
+            ok = (_backward_sample(op, sample, i) if kind == "bwd"
+                  else _forward_sample(op, sample))
+        except Exception as error:  # noqa: BLE001 — every failure is recorded
+            outcome.failed += 1
+            name = missing_op(error) if isinstance(error, NotImplementedError) else None
+            if name and name not in missing:
+                missing.append(name)
+            if not outcome.detail:
+                outcome.detail = f"sample {i}: {_first_line(error)}"
+            continue
+        outcome.passed += ok is True
+    outcome.missing = tuple(missing)
+    if outcome.failed:
+        outcome.status = "fail"
+    elif not outcome.passed:
+        outcome.status, outcome.detail = "skip", "no comparable samples"
+    return outcome
+
+
+def run_case(op, dtype_name, kind):
+    """Runs one case with the CPU fallback off; returns its Outcome."""
+    dtype = DTYPES[dtype_name]
+    reason = upstream_skip(op, dtype)
+    if reason:
+        return Outcome("skip", reason)
+    torch_tpu.set_cpu_fallback(False)
+    previous = torch_tpu._C._get_precision_override()
+    if dtype not in (torch.bfloat16, torch.float16):  # f32 math, also from int inputs
+        torch_tpu._C._set_precision(HIGHEST)
+    try:
+        return _run_samples(op, dtype, kind)
+    except Exception as error:  # noqa: BLE001 — sample generation itself failed
+        return Outcome("fail", f"sample generation: {_first_line(error)}")
+    finally:
+        torch_tpu._C._set_precision(previous)
+
+
+# -- expected failures -------------------------------------------------------
+
+def read_expected(path):
+    """{(op id, dtype, kind): reason} from the expected-failures file."""
+    expected = {}
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split(None, 3)
+            if len(parts) < 3 or parts[1] not in DTYPES or parts[2] not in ("fwd", "bwd"):
+                raise ValueError(f"{path}:{number}: expected 'OP DTYPE fwd|bwd REASON': {line}")
+            expected[(parts[0], parts[1], parts[2])] = parts[3] if len(parts) > 3 else ""
+    return expected
+
+
+def format_expected(failures):
+    """Expected-failures file text from {(op id, dtype, kind): reason}."""
+    lines = [
+        "# OpInfo conformance cases expected to fail on tpu (tests/conformance).",
+        "# One line per case: OPINFO DTYPE fwd|bwd REASON. A listed case that passes",
+        "# fails the suite (strict xpass): delete its line. Regenerate after a full",
+        "# sweep with: python -m torch_tpu.tools.coverage --write-expected PATH",
+    ]
+    width = max((len(k[0]) for k in failures), default=10)
+    for (name, dtype, kind), reason in sorted(failures.items()):
+        lines.append(f"{name:<{width}} {dtype:<8} {kind} {reason}")
+    return "\n".join(lines) + "\n"
+
+
+def short_reason(outcome):
+    """A one-line reason for the expected-failures file."""
+    if outcome.missing:
+        return "missing " + ", ".join(outcome.missing[:3])
+    return outcome.detail.split(": ", 1)[-1][:160] if outcome.detail else "fails"
