@@ -42,8 +42,11 @@ Value scaled(Context& c, const Args& a, size_t i, const TensorType& t) {
 
 Values add(Context& c, const Args& a) {
   const TensorType& t = c.out();
-  if (t.dtype == ElementType::kPred)
-    return {c.b.or_(coerce(c.b, a[0].tensor, t), coerce(c.b, a[1].tensor, t))};
+  if (t.dtype == ElementType::kPred) {  // x + alpha*y on bools: x or (alpha and y)
+    Value y = coerce(c.b, a[1].tensor, t);
+    if (a.size() > 2 && a[2].kind == Arg::kTensor) y = c.b.and_(y, coerce(c.b, a[2].tensor, t));
+    return {c.b.or_(coerce(c.b, a[0].tensor, t), y)};
+  }
   return {c.b.add(coerce(c.b, a[0].tensor, t), scaled(c, a, 1, t))};
 }
 
