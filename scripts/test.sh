@@ -13,7 +13,7 @@ if [ -x build/cmake/tpu_cpp_tests ]; then
 else
   echo "test: GoogleTest not available; C++ tier skipped"
 fi
-.venv/bin/python -m pytest -q -p no:cacheprovider tests/python "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/python tests/conformance "$@"
 rc=$?
 # pytest exits 5 when it collected no tests: that is not a pass.
 if [ $rc -eq 5 ]; then echo "test: pytest collected no tests"; status=1; fi
