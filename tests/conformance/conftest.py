@@ -24,4 +24,4 @@ def pytest_addoption(parser):
 @pytest.fixture(scope="session")
 def expected_failures():
     from torch_tpu.tools import conformance
-    return conformance.read_expected(EXPECTED_FAILURES)
+    return conformance.read_expected(EXPECTED_FAILURES)  # the same path test_opinfo.py names

@@ -2,12 +2,14 @@
 gradients). One test per (OpInfo, dtype, fwd|bwd); known failures are listed in
 expected_failures.txt and run as strict xfails."""
 import fnmatch
+import os
 
 import pytest
 
-from conftest import EXPECTED_FAILURES
 from torch_tpu.tools import conformance
 from torch_tpu.tools.opinfo_slice import SLICE, SLICE_ALL_DTYPES
+
+EXPECTED_FAILURES = os.path.join(os.path.dirname(__file__), "expected_failures.txt")
 
 
 def _selected(config):
@@ -36,6 +38,8 @@ def pytest_generate_tests(metafunc):
 
 def test_opinfo(case, expected_failures):
     op_name, dtype, kind = case
+    if expected_failures.get(case, "").startswith("crash"):
+        pytest.xfail(f"not run: {expected_failures[case]}")  # it would kill the session
     outcome = conformance.run_case(conformance.opinfos()[op_name], dtype, kind)
     if outcome.status == "skip":
         pytest.skip(outcome.detail)
@@ -58,11 +62,18 @@ def test_expected_failures_name_real_cases(expected_failures):
 
 
 def test_harness_catches_a_wrong_result(monkeypatch):
-    """The comparison can fail: a tpu result off by one ulp-scale amount is caught."""
-    import torch
+    """The comparison can fail: a tpu result off by 1e-2 is caught, and so is
+    a NotImplementedError (the CPU fallback stays off)."""
     op = conformance.opinfos()["abs"]
     real = op.op
     monkeypatch.setattr(op, "op", lambda x, *a, **k: real(x) + (1e-2 if x.device.type == "tpu"
                                                                  else 0))
     assert conformance.run_case(op, "float32", "fwd").status == "fail"
-    assert torch.is_tensor(real(torch.ones(1)))
+
+    def unlowered(x, *a, **k):
+        if x.device.type == "tpu":
+            raise NotImplementedError("The operator 'aten::abs' is not implemented for the tpu")
+        return real(x)
+    monkeypatch.setattr(op, "op", unlowered)
+    outcome = conformance.run_case(op, "float32", "fwd")
+    assert outcome.status == "fail" and outcome.missing == ("aten::abs",)

@@ -231,9 +231,18 @@ def summarize(results, ids, dtypes):
 
 
 def _missing_key(name):
-    """'aten::_linalg_svd.U' -> 'aten::_linalg_svd'; argument-specific gaps stay apart."""
-    suffix = " (these arguments)" if name.endswith("(these arguments)") else ""
-    return "aten::" + _base(name) + suffix
+    """'aten::_linalg_svd.U' (an out= overload) -> 'aten::_linalg_svd': the
+    functional op is what gets lowered; other overloads ('round.decimals') stay."""
+    import torch
+    op, _, suffix = name.partition(" ")
+    base, _, overload = op.partition(".")
+    try:
+        schema = getattr(getattr(torch.ops.aten, base.split("::")[-1]), overload)._schema
+        if any(a.is_out for a in schema.arguments):
+            op = base
+    except (AttributeError, RuntimeError):
+        pass
+    return f"{op} {suffix}".strip()
 
 
 def top_missing(results, limit=40):

@@ -12,7 +12,7 @@ SLICE = frozenset("""
     index_put sort topk
     nn.functional.relu nn.functional.gelu nn.functional.silu softmax
     log_softmax nn.functional.layer_norm nn.functional.linear nn.functional.conv1d
-    nn.functional.max_pool2d nn.functional.avg_pool2d nn.functional.embedding
+    nn.functional.adaptive_max_pool2d nn.functional.avg_pool2d nn.functional.embedding
     nn.functional.cross_entropy nn.functional.mse_loss nn.functional.pad.constant
     full_like zeros_like arange
 """.split())
