@@ -13,12 +13,9 @@ if [ -x build/cmake/tpu_cpp_tests ]; then
 else
   echo "test: GoogleTest not available; C++ tier skipped"
 fi
-# Two runs: each test folder has its own conftest.py.
-for suite in tests/python tests/conformance; do
-  .venv/bin/python -m pytest -q -p no:cacheprovider "$suite" "$@"
-  rc=$?
-  # pytest exits 5 when it collected no tests: that is not a pass.
-  if [ $rc -eq 5 ]; then echo "test: pytest collected no tests in $suite"; status=1; fi
-  [ $rc -ne 0 ] && status=1
-done
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/python tests/conformance "$@"
+rc=$?
+# pytest exits 5 when it collected no tests: that is not a pass.
+if [ $rc -eq 5 ]; then echo "test: pytest collected no tests"; status=1; fi
+[ $rc -ne 0 ] && status=1
 exit $status
