@@ -28,6 +28,7 @@ def main():
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--device", default="tpu", help="tpu (default) or cpu, to compare")
+    parser.add_argument("--autocast", action="store_true", help="train in bf16 autocast")
     parser.add_argument("--mode", default=None,
                         help="eager mode: DEFER_NEVER (default), DEFER_AND_FUSE, ...")
     args = parser.parse_args()
@@ -50,8 +51,9 @@ def main():
     start = time.perf_counter()
     for step in range(1, args.steps + 1):
         idx = torch.randint(0, x_train.shape[0], (args.batch,), device=device)
-        logits = model(x_train[idx])
-        loss = F.cross_entropy(logits, y_train[idx])
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.autocast):
+            logits = model(x_train[idx])
+            loss = F.cross_entropy(logits, y_train[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()

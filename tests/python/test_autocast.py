@@ -87,3 +87,30 @@ def test_losses_and_softmax_stay_f32():
 def test_default_autocast_dtype_is_bf16():
     assert torch.get_autocast_dtype("tpu") == torch.bfloat16
     assert torch.bfloat16 in torch.tpu.get_amp_supported_dtype()
+
+
+def test_bf16_autocast_training_converges():
+    """The quickstart model trained under bf16 autocast on tpu learns."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    centers = torch.randn(4, 16) * 2
+    labels = torch.randint(0, 4, (512,))
+    x = (centers[labels] + torch.randn(512, 16)).to("tpu")
+    y = labels.to("tpu")
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4)).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(60):
+        with torch.autocast("tpu", dtype=torch.bfloat16):
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+        assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.25 * losses[0], losses[::10]
+    accuracy = (model(x).argmax(1) == y).float().mean().item()
+    assert accuracy > 0.9
