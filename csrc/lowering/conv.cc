@@ -207,7 +207,9 @@ Values convolution_backward(Context& c, const Args& a) {
   if (mask[0]) {
     ConvParams back = p;
     back.output_padding = recovering_padding(x, w, gy, p);
-    grads[0] = p.transposed ? conv_forward(c, gy, w, p) : conv_transposed(c, gy, w, back);
+    // A transposed convolution's output_padding rows reach no input: crop.
+    grads[0] = p.transposed ? crop(c.b, conv_forward(c, gy, w, p), x.shape())
+                            : conv_transposed(c, gy, w, back);
   }
   if (mask[1])
     grads[1] = p.transposed ? conv_weight_grad(c, gy, x, w.shape(), p)
