@@ -279,7 +279,9 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
               full_name(schema.operator_name()), " mutates ", mutated.size(),
               " tensors but its meta function reported ", meta->mutated.size());
 
-  // 2. Record the op.
+  // 2. Record the op. The Python site is read before the engine lock: it
+  // takes the GIL, which a Python thread may hold while waiting for the lock.
+  std::string site = python_site();
   auto& e = engine::Engine::get();
   c10::DeviceGuard device_guard(c10::Device(c10::DeviceType::PrivateUse1, state.device));
   std::vector<at::Tensor> results;
@@ -331,7 +333,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (t.sizes() != c10::IntArrayRef(m.sizes)) resize(t, m.sizes, m.strides);
       write(e, t, outs[meta->fresh.size() + i]);
     }
-    e.end(plan->lowering.c_str(), python_site());
+    e.end(plan->lowering.c_str(), std::move(site));
   }
   advance_generators(schema, args, state.device, drawn);
 

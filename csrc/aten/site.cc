@@ -13,10 +13,8 @@ bool library_frame(const char* file) {
   return std::strstr(file, "/torch/") != nullptr || std::strstr(file, "/torch_tpu/") != nullptr ||
          std::strstr(file, "<frozen") != nullptr;
 }
-}  // namespace
-
-std::string python_site() {
-  if (!Py_IsInitialized() || !PyGILState_Check()) return {};
+// The first frame outside torch and torch_tpu (GIL held).
+std::string innermost_user_site() {
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   if (frame == nullptr) return {};
   Py_INCREF(frame);
@@ -41,5 +39,18 @@ std::string python_site() {
   if (PyErr_Occurred()) PyErr_Clear();
   return site;  // the innermost frame when all are library frames
 }
+
+}  // namespace
+
+std::string python_site() {
+  // Only threads that run Python (PyTorch releases the GIL around ops); the
+  // autograd engine's threads have no Python frames to report.
+  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return {};
+  PyGILState_STATE gil = PyGILState_Ensure();
+  std::string site = innermost_user_site();
+  PyGILState_Release(gil);
+  return site;
+}
+
 
 }  // namespace torch_tpu::aten

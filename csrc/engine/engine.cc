@@ -12,12 +12,15 @@ Config& config() {
 }
 std::atomic<bool> g_initialized{false};
 
-// "param types | op names" of a recording: what a recompile warning compares.
+// "input types -> output types | op names" of a recording: what a recompile
+// warning compares.
 std::string program_signature(const hlo::Builder& b,
                               const std::vector<std::pair<const char*, std::string>>& ops) {
   std::string s;
   for (const hlo::Value& p : b.parameters()) s += p.type().str() + " ";
-  s += "|";
+  s += "->";
+  for (const hlo::Value& r : b.results()) s += " " + r.type().str();
+  s += " |";
   for (const auto& op : ops) s += std::string(op.first) + " ";
   return s;
 }
@@ -225,19 +228,21 @@ Program Engine::flush_program(const char* cause) {
   }
   p.text = builder_->module();
   p.inputs = std::move(inputs_);
-  std::string context = describe_recording();
   std::string site = op_sites_.empty() ? "" : op_sites_.front().second;
   std::string signature;
   if (!site.empty() && !cache_->contains(p.text)) signature = program_signature(*builder_, op_sites_);
+  // Kept for the error message only: formatted if this program fails.
+  std::vector<std::pair<const char*, std::string>> sites = std::move(op_sites_);
+  Mode mode = mode_;
   reset_recording();  // the recording is consumed even if compiling fails
 
   std::vector<ValuePtr> values;
   try {
     p.exe = cache_->get(p.text);
-    if (!signature.empty()) note_compile(site + "\n" + signature);
+    if (!signature.empty()) note_compile(site, signature);
     values = run(*p.exe, p.inputs, p.device);
   } catch (const pjrt::Error& err) {
-    throw pjrt::Error(std::string(err.what()) + "\n" + context, err.code());
+    throw pjrt::Error(std::string(err.what()) + "\n" + describe_ops(sites, mode), err.code());
   }
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     p.outputs[i]->buffer_ = values[i]->buffer_;
@@ -246,16 +251,16 @@ Program Engine::flush_program(const char* cause) {
   return p;
 }
 
-std::string Engine::describe_recording() const {
-  if (op_sites_.size() <= 1 && mode_ != Mode::kDeferAndFuse && mode_ != Mode::kDeferAll) {
-    if (op_sites_.empty()) return "";
-    return "  (in " + std::string(op_sites_[0].first) +
-           (op_sites_[0].second.empty() ? "" : " at " + op_sites_[0].second) + ")";
+std::string describe_ops(const std::vector<std::pair<const char*, std::string>>& ops, Mode mode) {
+  if (ops.size() <= 1 && mode != Mode::kDeferAndFuse && mode != Mode::kDeferAll) {
+    if (ops.empty()) return "";
+    return "  (in " + std::string(ops[0].first) +
+           (ops[0].second.empty() ? "" : " at " + ops[0].second) + ")";
   }
-  std::string out = "  (in a deferred program of " + std::to_string(op_sites_.size()) +
+  std::string out = "  (in a deferred program of " + std::to_string(ops.size()) +
                     " ops; rerun with TPU_LAUNCH_BLOCKING=1 to pin the error to its line)";
   size_t shown = 0;
-  for (const auto& [op, site] : op_sites_) {
+  for (const auto& [op, site] : ops) {
     if (++shown > 12) {
       out += "\n    ...";
       break;
@@ -265,9 +270,7 @@ std::string Engine::describe_recording() const {
   return out;
 }
 
-void Engine::note_compile(const std::string& key) {
-  auto split = key.find('\n');
-  std::string site = key.substr(0, split), signature = key.substr(split + 1);
+void Engine::note_compile(const std::string& site, const std::string& signature) {
   auto& [count, last] = compiles_at_[site];
   ++count;
   std::string previous = last;
@@ -275,10 +278,10 @@ void Engine::note_compile(const std::string& key) {
   metrics_.count("compiles_at_known_site");
   if (count < 4 || (count & (count - 1)) != 0 || !warn_) return;  // 4, 8, 16, ...
   std::string why = "the program changed";
-  // Signatures are "param types | op names": name the first difference.
+  // Signatures are "types | op names": name the first difference.
   auto a = previous.find('|'), b = signature.find('|');
   if (previous.substr(0, a) != signature.substr(0, b))
-    why = "input types changed: (" + previous.substr(0, a) + ") -> (" + signature.substr(0, b) + ")";
+    why = "tensor types changed: [" + previous.substr(0, a) + "] became [" + signature.substr(0, b) + "]";
   else if (previous.substr(a) != signature.substr(b))
     why = "the recorded op sequence changed";
   metrics_.count("recompile_warnings");

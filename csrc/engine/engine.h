@@ -133,8 +133,7 @@ class Engine {
   bool donate_ = true;
 
   // Warns when one call site keeps compiling new programs, naming the change.
-  void note_compile(const std::string& signature);
-  std::string describe_recording() const;
+  void note_compile(const std::string& site, const std::string& signature);
 
   // The last launched program's completion, for synchronize().
   std::vector<std::shared_ptr<pjrt::Event>> in_flight_;
@@ -142,6 +141,9 @@ class Engine {
   // Waits (Debug Eager) or tracks the completion event of a launch.
   void launched(std::shared_ptr<pjrt::Event> done);
 };
+
+// "(in a deferred program of N ops ...)" with each op's site, for errors.
+std::string describe_ops(const std::vector<std::pair<const char*, std::string>>& ops, Mode mode);
 
 // Bytes per element of a builder element type, and its PJRT buffer type.
 size_t element_size(hlo::ElementType t);

@@ -1,0 +1,30 @@
+"""Fused Eager diagnostics: deferred-program errors name their ops and lines;
+a call site that keeps compiling warns with the cause."""
+import warnings
+
+import pytest
+import torch
+
+import torch_tpu
+
+
+def test_deferred_program_error_names_ops_and_lines():
+    with torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        x = torch.ones(2 ** 36, device="tpu")  # 256 GiB: the plugin refuses at run time
+        y = x * 2
+        with pytest.raises(RuntimeError) as info:
+            y[:2].cpu()  # y stays alive, so the program must produce all of it
+    message = str(info.value)
+    assert "deferred program" in message and "TPU_LAUNCH_BLOCKING" in message, message
+    assert "test_diagnostics.py" in message, message
+    assert (torch.ones(2, device="tpu") + 1).cpu().tolist() == [2.0, 2.0]  # still working
+
+
+def test_recompilation_warning_names_changed_input_types():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(3, 8):
+            (torch.ones(n, 5, device="tpu") * 3).cpu()  # one site, new shapes each time
+    messages = [str(w.message) for w in caught if "has compiled" in str(w.message)]
+    assert messages, [str(w.message) for w in caught]
+    assert "tensor types changed" in messages[0] and "test_diagnostics.py" in messages[0]
