@@ -101,7 +101,7 @@ void scan(const c10::IValue& v, CallState& s, const c10::OperatorName& op) {
   }
 }
 
-Arg tensor_arg(engine::Engine& e, const at::Tensor& t, const CallState& s) {
+Arg tensor_arg(engine::Engine& e, const at::Tensor& t) {
   Arg a;
   if (!t.defined()) return a;
   a.kind = Arg::kTensor;
@@ -111,7 +111,6 @@ Arg tensor_arg(engine::Engine& e, const at::Tensor& t, const CallState& s) {
     a.tensor = host_scalar(e, t.item(), to_hlo(t.scalar_type()));
     a.scalar = t.unsafeGetTensorImpl()->is_wrapped_number();
   }
-  (void)s;
   return a;
 }
 
@@ -135,7 +134,7 @@ Arg convert(engine::Engine& e, const c10::Argument& schema_arg, const c10::IValu
   }
   switch (kind) {
     case c10::TypeKind::TensorType:
-      return tensor_arg(e, v.toTensor(), s);
+      return tensor_arg(e, v.toTensor());
     case c10::TypeKind::NumberType:  // Scalar
       a.kind = Arg::kTensor;
       a.scalar = true;
@@ -179,7 +178,7 @@ Arg convert(engine::Engine& e, const c10::Argument& schema_arg, const c10::IValu
         case c10::TypeKind::TensorType:
           a.kind = Arg::kTensorList;
           for (const c10::IValue& t : v.toListRef()) {
-            Arg ta = t.isNone() ? Arg() : tensor_arg(e, t.toTensor(), s);
+            Arg ta = t.isNone() ? Arg() : tensor_arg(e, t.toTensor());
             a.tensors.push_back(ta.tensor);
           }
           return a;

@@ -208,8 +208,9 @@ bool CapturedGraph::matches(const std::vector<at::Tensor>& inputs) const {
   return true;
 }
 
-std::vector<at::Tensor> CapturedGraph::run(const std::vector<at::Tensor>& inputs) const {
-  TORCH_CHECK(matches(inputs), "tpu: graph inputs changed layout since capture");
+std::optional<std::vector<at::Tensor>> CapturedGraph::try_run(
+    const std::vector<at::Tensor>& inputs) const {
+  if (!matches(inputs)) return std::nullopt;
   auto& e = engine::Engine::get();
   std::vector<pjrt::BufferPtr> args;
   args.reserve(impl_->source.size());

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ class CapturedGraph {
 
   // Whether `inputs` have the layout the graph was captured with.
   bool matches(const std::vector<at::Tensor>& inputs) const;
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  // Replays on `inputs` when they match (checked once), else nullopt.
+  std::optional<std::vector<at::Tensor>> try_run(const std::vector<at::Tensor>& inputs) const;
   const std::string& text() const;
 
   struct Impl;

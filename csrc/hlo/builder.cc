@@ -198,10 +198,8 @@ Value Builder::constant(ElementType dtype, double value) {
   if (is_complex(dtype)) {
     ElementType part = dtype == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64;
     TensorType t{dtype, {}};
-    TensorType pt{part, {}};
     Value re = constant(part, value);
     Value im = constant(part, 0.0);
-    (void)pt;
     return emit("stablehlo.complex", {re, im}, {t}, "")[0];
   }
   return constant_int(dtype, static_cast<int64_t>(value));

@@ -10,7 +10,7 @@ using torch_tpu::aten::CapturedGraph;
 void bind_capture(py::module& m) {
   py::class_<CapturedGraph, std::shared_ptr<CapturedGraph>>(m, "CapturedGraph")
       .def("matches", &CapturedGraph::matches)
-      .def("run", &CapturedGraph::run)
+      .def("try_run", &CapturedGraph::try_run)
       .def_property_readonly("text", &CapturedGraph::text);
   m.def("_capture_begin", &CapturedGraph::begin);
   m.def("_capture_abort", &CapturedGraph::abort);
