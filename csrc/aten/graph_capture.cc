@@ -138,7 +138,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
   Capture& c = capture();
   TORCH_CHECK(c.active, "tpu: end of a graph capture that was not begun");
   c.active = false;
-  engine::Program p = e.flush_program("capture_end");
+  engine::Program p = e.flush_program("capture_end", /*with_text=*/true);
   e.set_mode(c.previous);
   e.set_donation(true);
   std::vector<engine::ValuePtr> start = std::move(c.start_values);

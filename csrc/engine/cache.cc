@@ -46,16 +46,22 @@ Cache::Cache(pjrt::Client& client, Metrics& metrics, std::string directory)
   }
 }
 
+pjrt::ExecutablePtr Cache::lookup(const hlo::Fingerprint& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return nullptr;
+  ++stats_.hits;
+  metrics_.count("cache_hits");
+  return it->second;
+}
+
 pjrt::ExecutablePtr Cache::get(const std::string& program) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(program);
-    if (it != entries_.end()) {
-      ++stats_.hits;
-      metrics_.count("cache_hits");
-      return it->second;
-    }
-  }
+  // A text key lives apart from builder fingerprints: its lanes are text hashes.
+  return get(hlo::Fingerprint{hash(program), hash("text:" + program)}, program);
+}
+
+pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& program) {
+  if (pjrt::ExecutablePtr hit = lookup(key)) return hit;
   std::string path;
   if (!directory_.empty()) {
     char name[32];
@@ -84,7 +90,7 @@ pjrt::ExecutablePtr Cache::get(const std::string& program) {
     if (!path.empty()) store(path, program, *exe);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  entries_[program] = exe;
+  entries_[key] = exe;
   stats_.entries = static_cast<int64_t>(entries_.size());
   return exe;
 }
@@ -149,11 +155,6 @@ void Cache::store(const std::string& path, const std::string& program,
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.disk_bytes += static_cast<int64_t>(data.size());
-}
-
-bool Cache::contains(const std::string& program) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return entries_.count(program) != 0;
 }
 
 CacheStats Cache::stats() const {

@@ -1,6 +1,8 @@
-// The compilation cache: program text (plus plugin identity) → executable.
-// In memory always; on disk when a directory is configured, as executables
-// serialized by the plugin, written atomically and validated on read.
+// The compilation cache: program → executable. In memory, keyed by the
+// program's structural fingerprint (so a hit never prints the program); on
+// disk when a directory is configured, keyed by the program text plus the
+// plugin identity, as executables serialized by the plugin, written
+// atomically and validated on read.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "../hlo/builder.h"
 #include "../pjrt/client.h"
 #include "metrics.h"
 
@@ -25,9 +28,13 @@ class Cache {
   // `directory` empty disables the disk cache.
   Cache(pjrt::Client& client, Metrics& metrics, std::string directory);
 
-  // The executable for `program`, compiling (or loading from disk) on a miss.
+  // The executable stored under `key`, or null (counted as a hit if found).
+  pjrt::ExecutablePtr lookup(const hlo::Fingerprint& key);
+  // The executable for `program` (whose fingerprint is `key`), compiling or
+  // loading it from disk on a miss.
+  pjrt::ExecutablePtr get(const hlo::Fingerprint& key, const std::string& program);
+  // The same, keyed by the text alone (for programs not built here).
   pjrt::ExecutablePtr get(const std::string& program);
-  bool contains(const std::string& program) const;
   CacheStats stats() const;
   void clear(bool disk);
   const std::string& directory() const { return directory_; }
@@ -44,7 +51,7 @@ class Cache {
   std::string directory_;
   std::string identity_;  // plugin path, platform and version: part of keys
   mutable std::mutex mu_;
-  std::unordered_map<std::string, pjrt::ExecutablePtr> entries_;
+  std::unordered_map<hlo::Fingerprint, pjrt::ExecutablePtr, hlo::FingerprintHash> entries_;
   CacheStats stats_;
 };
 

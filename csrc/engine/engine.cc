@@ -106,7 +106,10 @@ void Engine::reset_recording() {
   if (!current_ops_.empty()) last_program_ops_.swap(current_ops_);
   current_ops_.clear();
   op_sites_.clear();
-  builder_ = std::make_unique<hlo::Builder>();
+  if (builder_)
+    builder_->clear();  // keeps its memory: no allocation churn per program
+  else
+    builder_ = std::make_unique<hlo::Builder>();
   ++epoch_;
   ops_ = 0;
   inputs_.clear();
@@ -205,7 +208,7 @@ void Engine::end(const char* op, std::string site) {
   }
 }
 
-Program Engine::flush_program(const char* cause) {
+Program Engine::flush_program(const char* cause, bool with_text) {
   auto guard = lock();
   Program p;
   p.device = device_;
@@ -226,11 +229,14 @@ Program Engine::flush_program(const char* cause) {
     for (size_t i = 0; i < inputs_.size(); ++i)
       if (inputs_[i].use_count() == 1) builder_->set_donated(i);
   }
-  p.text = builder_->module();
+  // A program seen before is found by its fingerprint, without printing it.
+  hlo::Fingerprint key = builder_->fingerprint();
+  p.exe = cache_->lookup(key);
+  if (!p.exe || with_text) p.text = builder_->module();
   p.inputs = std::move(inputs_);
   std::string site = op_sites_.empty() ? "" : op_sites_.front().second;
   std::string signature;
-  if (!site.empty() && !cache_->contains(p.text)) signature = program_signature(*builder_, op_sites_);
+  if (!site.empty() && !p.exe) signature = program_signature(*builder_, op_sites_);
   // Kept for the error message only: formatted if this program fails.
   std::vector<std::pair<const char*, std::string>> sites = std::move(op_sites_);
   Mode mode = mode_;
@@ -238,8 +244,10 @@ Program Engine::flush_program(const char* cause) {
 
   std::vector<ValuePtr> values;
   try {
-    p.exe = cache_->get(p.text);
-    if (!signature.empty()) note_compile(site, signature);
+    if (!p.exe) {
+      p.exe = cache_->get(key, p.text);
+      if (!signature.empty()) note_compile(site, signature);
+    }
     values = run(*p.exe, p.inputs, p.device);
   } catch (const pjrt::Error& err) {
     throw pjrt::Error(std::string(err.what()) + "\n" + describe_ops(sites, mode), err.code());

@@ -34,7 +34,7 @@ struct Config {
 
 // A flushed recording: what ran, with which inputs and outputs.
 struct Program {
-  std::string text;
+  std::string text;                   // printed on a cache miss or on request
   pjrt::ExecutablePtr exe;            // null when nothing was pending
   std::vector<pjrt::BufferPtr> inputs;  // parameter i's buffer
   std::vector<ValuePtr> outputs;      // result j's value
@@ -78,7 +78,7 @@ class Engine {
 
   // Runs the pending program (if any). `cause` is counted in the metrics.
   void flush(const char* cause) { flush_program(cause); }
-  Program flush_program(const char* cause);
+  Program flush_program(const char* cause, bool with_text = false);
   // Launches a compiled program on `args`; returns its outputs, materialized.
   std::vector<ValuePtr> run(const pjrt::Executable& exe, const std::vector<pjrt::BufferPtr>& args,
                             int device);

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <numeric>
+#include <unordered_map>
 
 namespace torch_tpu::hlo {
 
@@ -91,6 +94,44 @@ uint64_t float_bits(ElementType t, double v) {
   }
 }
 
+// The canonical copy of an op name (see Builder::Op).
+const std::string* intern_name(std::string_view name) {
+  static std::mutex mu;
+  static std::unordered_map<std::string_view, std::unique_ptr<std::string>> table;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = table.find(name);
+  if (it != table.end()) return it->second.get();
+  auto owned = std::make_unique<std::string>(name);
+  const std::string* p = owned.get();
+  table.emplace(std::string_view(*p), std::move(owned));
+  return p;
+}
+
+// Two 64-bit lanes of multiply-xorshift mixing: a 128-bit digest.
+struct Digest {
+  uint64_t a = 0x9E3779B97F4A7C15ull, b = 0xD6E8FEB86659FD93ull;
+  void add(uint64_t w) {
+    a = (a ^ w) * 0xFF51AFD7ED558CCDull;
+    a ^= a >> 32;
+    b = (b + w) * 0xC4CEB9FE1A85EC53ull;
+    b ^= b >> 29;
+    b = (b << 17) | (b >> 47);
+  }
+  void add(const void* p) { add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p))); }
+  void add(std::string_view s) {
+    add(s.size());
+    uint64_t w = 0;
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      std::memcpy(&w, s.data() + i, 8);
+      add(w);
+    }
+    w = 0;
+    std::memcpy(&w, s.data() + i, s.size() - i);
+    add(w);
+  }
+};
+
 }  // namespace
 
 std::string Builder::i64_array(const std::vector<int64_t>& v) {
@@ -106,9 +147,23 @@ Builder::Builder() {
   insertion_.push_back(0);
 }
 
+void Builder::clear() {
+  types_.clear();
+  operands_.clear();
+  blocks_.resize(1);
+  blocks_[0].args.clear();
+  blocks_[0].ops.clear();
+  insertion_.assign(1, 0);
+  params_.clear();
+  results_.clear();
+  donated_.clear();
+  num_ops_ = 0;
+}
+
 Value Builder::new_value(const TensorType& type) {
-  types_.push_back(type);
-  return Value(static_cast<int>(types_.size()) - 1, &types_.back());
+  const TensorType* t = intern(type);
+  types_.push_back(t);
+  return Value(static_cast<int>(types_.size()) - 1, t);
 }
 
 Value Builder::parameter(const TensorType& type) {
@@ -124,32 +179,51 @@ void Builder::set_donated(size_t index) { donated_.at(index) = true; }
 
 void Builder::set_results(const Values& results) { results_ = results; }
 
-Values Builder::emit(const std::string& name, const Values& operands,
-                     const std::vector<TensorType>& result_types,
-                     const std::string& attributes, std::vector<int> regions) {
-  Op op;
-  op.name = name;
-  op.attributes = attributes;
-  op.regions = std::move(regions);
-  for (const Value& v : operands) {
-    if (!v.valid()) fail(name, "operand is not a value of this builder");
-    op.operands.push_back(v.id());
+int Builder::append(std::string_view name, const Value* operands, size_t num_operands,
+                    const TensorType* const* result_types, size_t num_results,
+                    std::string attributes, std::vector<int> regions) {
+  int first_operand = static_cast<int>(operands_.size());
+  for (size_t i = 0; i < num_operands; ++i) {
+    if (!operands[i].valid()) {
+      operands_.resize(first_operand);
+      fail(std::string(name), "operand is not a value of this builder");
+    }
+    operands_.push_back(operands[i].id());
   }
-  Values results;
-  for (const TensorType& t : result_types) {
-    Value v = new_value(t);
-    op.results.push_back(v.id());
-    results.push_back(v);
-  }
-  blocks_[insertion_.back()].ops.push_back(std::move(op));
+  int first_result = static_cast<int>(types_.size());
+  for (size_t i = 0; i < num_results; ++i) new_value(*result_types[i]);
+  blocks_[insertion_.back()].ops.push_back(
+      Op{intern_name(name), first_operand, static_cast<int>(num_operands), first_result,
+         static_cast<int>(num_results), std::move(attributes), std::move(regions)});
   ++num_ops_;
+  return first_result;
+}
+
+Values Builder::emit(std::string_view name, const Values& operands,
+                     const std::vector<TensorType>& result_types, std::string attributes,
+                     std::vector<int> regions) {
+  std::vector<const TensorType*> types;
+  types.reserve(result_types.size());
+  for (const TensorType& t : result_types) types.push_back(&t);
+  int first = append(name, operands.data(), operands.size(), types.data(), types.size(),
+                     std::move(attributes), std::move(regions));
+  Values results;
+  results.reserve(result_types.size());
+  for (size_t i = 0; i < result_types.size(); ++i)
+    results.push_back(Value(first + static_cast<int>(i), types_[first + i]));
   return results;
 }
 
-Values Builder::op(const std::string& name, const Values& operands,
-                   const std::vector<TensorType>& result_types,
-                   const std::string& attributes) {
-  return emit(name, operands, result_types, attributes);
+Value Builder::emit1(std::string_view name, std::initializer_list<Value> operands,
+                     const TensorType& result, std::string attributes) {
+  const TensorType* type = &result;
+  int id = append(name, operands.begin(), operands.size(), &type, 1, std::move(attributes), {});
+  return Value(id, types_[id]);
+}
+
+Values Builder::op(std::string_view name, const Values& operands,
+                   const std::vector<TensorType>& result_types, std::string attributes) {
+  return emit(name, operands, result_types, std::move(attributes));
 }
 
 int Builder::region(const std::vector<TensorType>& arg_types, const RegionFn& body) {
@@ -163,8 +237,7 @@ int Builder::region(const std::vector<TensorType>& arg_types, const RegionFn& bo
   }
   insertion_.push_back(index);
   Values yielded = body(*this, args);
-  std::vector<TensorType> none;
-  emit("stablehlo.return", yielded, none, "");
+  append("stablehlo.return", yielded.data(), yielded.size(), nullptr, 0, {}, {});
   insertion_.pop_back();
   return index;
 }
@@ -188,8 +261,7 @@ Value Builder::constant_bits(ElementType dtype, uint64_t bits) {
   } else {
     fail("constant", std::string("unsupported element type ") + mlir_name(dtype));
   }
-  return emit("stablehlo.constant", {}, {t},
-              "{value = dense<" + literal + "> : " + t.str() + "}")[0];
+  return emit1("stablehlo.constant", {}, t, "{value = dense<" + literal + "> : " + t.str() + "}");
 }
 
 Value Builder::constant(ElementType dtype, double value) {
@@ -228,15 +300,13 @@ Value Builder::iota(const TensorType& type, int64_t dim) {
 
 // ---- elementwise ------------------------------------------------------------
 
-Value Builder::binary(const std::string& name, Value a, Value b) {
-  if (a.type() != b.type())
-    fail(name, "operand types differ: " + a.type().str() + " vs " + b.type().str());
-  return emit(name, {a, b}, {a.type()}, "")[0];
+Value Builder::binary(std::string_view name, Value a, Value b) {
+  if (&a.type() != &b.type() && a.type() != b.type())
+    fail(std::string(name), "operand types differ: " + a.type().str() + " vs " + b.type().str());
+  return emit1(name, {a, b}, a.type());
 }
 
-Value Builder::unary(const std::string& name, Value x) {
-  return emit(name, {x}, {x.type()}, "")[0];
-}
+Value Builder::unary(std::string_view name, Value x) { return emit1(name, {x}, x.type()); }
 
 Value Builder::abs(Value x) {
   TensorType t = x.type();
@@ -259,7 +329,7 @@ Value Builder::compare(Compare direction, Value a, Value b) {
                       names[static_cast<int>(direction)] + ">";
   if (is_float(a.dtype())) attrs += ", compare_type = #stablehlo<comparison_type FLOAT>";
   attrs += "}";
-  return emit("stablehlo.compare", {a, b}, {t}, attrs)[0];
+  return emit1("stablehlo.compare", {a, b}, t, std::move(attrs));
 }
 
 Value Builder::select(Value pred, Value on_true, Value on_false) {
@@ -270,19 +340,19 @@ Value Builder::select(Value pred, Value on_true, Value on_false) {
   if (pred.rank() != 0 && pred.shape() != on_true.shape())
     fail("select", "predicate shape " + shape_str(pred.shape()) + " != " +
                        shape_str(on_true.shape()));
-  return emit("stablehlo.select", {pred, on_true, on_false}, {on_true.type()}, "")[0];
+  return emit1("stablehlo.select", {pred, on_true, on_false}, on_true.type());
 }
 
 Value Builder::clamp(Value lo, Value x, Value hi) {
   for (Value b : {lo, hi})
     if (b.dtype() != x.dtype() || (b.rank() != 0 && b.shape() != x.shape()))
       fail("clamp", "bound " + b.type().str() + " does not fit " + x.type().str());
-  return emit("stablehlo.clamp", {lo, x, hi}, {x.type()}, "")[0];
+  return emit1("stablehlo.clamp", {lo, x, hi}, x.type());
 }
 
 Value Builder::convert(Value x, ElementType dtype) {
   if (x.dtype() == dtype) return x;
-  return emit("stablehlo.convert", {x}, {TensorType{dtype, x.shape()}}, "")[0];
+  return emit1("stablehlo.convert", {x}, TensorType{dtype, x.shape()});
 }
 
 Value Builder::bitcast_convert(Value x, const TensorType& type) {
@@ -303,7 +373,7 @@ Value Builder::reshape(Value x, const std::vector<int64_t>& shape) {
   if (t.numel() != x.type().numel())
     fail("reshape", "cannot reshape " + x.type().str() + " to " + t.str());
   if (shape == x.shape()) return x;
-  return emit("stablehlo.reshape", {x}, {t}, "")[0];
+  return emit1("stablehlo.reshape", {x}, t);
 }
 
 Value Builder::broadcast_in_dim(Value x, const std::vector<int64_t>& shape,
@@ -322,8 +392,8 @@ Value Builder::broadcast_in_dim(Value x, const std::vector<int64_t>& shape,
     for (size_t i = 0; i < dims.size(); ++i) identity &= dims[i] == static_cast<int64_t>(i);
     if (identity) return x;
   }
-  return emit("stablehlo.broadcast_in_dim", {x}, {TensorType{x.dtype(), shape}},
-              "{broadcast_dimensions = " + i64_array(dims) + "}")[0];
+  return emit1("stablehlo.broadcast_in_dim", {x}, TensorType{x.dtype(), shape},
+               "{broadcast_dimensions = " + i64_array(dims) + "}");
 }
 
 Value Builder::broadcast_to(Value x, const std::vector<int64_t>& shape) {
@@ -346,8 +416,8 @@ Value Builder::transpose(Value x, const std::vector<int64_t>& perm) {
     identity &= perm[i] == static_cast<int64_t>(i);
   }
   if (identity) return x;
-  return emit("stablehlo.transpose", {x}, {TensorType{x.dtype(), shape}},
-              "{permutation = " + i64_array(perm) + "}")[0];
+  return emit1("stablehlo.transpose", {x}, TensorType{x.dtype(), shape},
+               "{permutation = " + i64_array(perm) + "}");
 }
 
 Value Builder::slice(Value x, const std::vector<int64_t>& start,
@@ -368,9 +438,9 @@ Value Builder::slice(Value x, const std::vector<int64_t>& start,
     identity &= start[i] == 0 && limit[i] == x.dim(i) && strides[i] == 1;
   }
   if (identity) return x;
-  return emit("stablehlo.slice", {x}, {TensorType{x.dtype(), shape}},
-              "{start_indices = " + i64_array(start) + ", limit_indices = " +
-                  i64_array(limit) + ", strides = " + i64_array(strides) + "}")[0];
+  return emit1("stablehlo.slice", {x}, TensorType{x.dtype(), shape},
+               "{start_indices = " + i64_array(start) + ", limit_indices = " +
+                   i64_array(limit) + ", strides = " + i64_array(strides) + "}");
 }
 
 Value Builder::dynamic_slice(Value x, const Values& starts,
@@ -671,23 +741,28 @@ Values Builder::while_loop(const Values& init, const RegionFn& cond, const Regio
 
 // ---- printing ---------------------------------------------------------------
 
+namespace {
+void append_id(std::string& out, int id, bool first) {
+  out += first ? "%" : ", %";
+  out += std::to_string(id);
+}
+}  // namespace
+
 void Builder::print_block(std::string& out, const Block& block, int indent) const {
   std::string pad(indent, ' ');
   for (const Op& op : block.ops) {
     out += pad;
-    if (!op.results.empty()) {
-      for (size_t i = 0; i < op.results.size(); ++i) {
-        out += i ? ", %" : "%";
-        out += std::to_string(op.results[i]);
-      }
-      out += " = ";
-    }
-    out += "\"" + op.name + "\"(";
-    std::vector<TensorType> operand_types, result_types;
-    for (size_t i = 0; i < op.operands.size(); ++i) {
-      out += i ? ", %" : "%";
-      out += std::to_string(op.operands[i]);
-      operand_types.push_back(types_[op.operands[i]]);
+    for (int i = 0; i < op.num_results; ++i) append_id(out, op.first_result + i, i == 0);
+    if (op.num_results) out += " = ";
+    out += '"';
+    out += *op.name;
+    out += "\"(";
+    std::string operand_types;
+    for (int i = 0; i < op.num_operands; ++i) {
+      int id = operands_[op.first_operand + i];
+      append_id(out, id, i == 0);
+      if (i) operand_types += ", ";
+      operand_types += type_of(id).str();
     }
     out += ")";
     if (!op.regions.empty()) {
@@ -697,8 +772,8 @@ void Builder::print_block(std::string& out, const Block& block, int indent) cons
         out += r ? ", {\n" : "{\n";
         out += pad + "  ^bb0(";
         for (size_t i = 0; i < body.args.size(); ++i) {
-          out += i ? ", %" : "%";
-          out += std::to_string(body.args[i]) + ": " + types_[body.args[i]].str();
+          append_id(out, body.args[i], i == 0);
+          out += ": " + type_of(body.args[i]).str();
         }
         out += "):\n";
         print_block(out, body, indent + 4);
@@ -707,9 +782,13 @@ void Builder::print_block(std::string& out, const Block& block, int indent) cons
       out += ")";
     }
     if (!op.attributes.empty()) out += " " + op.attributes;
-    for (int id : op.results) result_types.push_back(types_[id]);
-    out += " : (" + type_list(operand_types) + ") -> ";
-    out += result_types.size() == 1 ? result_types[0].str() : "(" + type_list(result_types) + ")";
+    out += " : (" + operand_types + ") -> ";
+    std::string result_types;
+    for (int i = 0; i < op.num_results; ++i) {
+      if (i) result_types += ", ";
+      result_types += type_of(op.first_result + i).str();
+    }
+    out += op.num_results == 1 ? result_types : "(" + result_types + ")";
     out += "\n";
   }
 }
@@ -733,6 +812,39 @@ std::string Builder::module() const {
   }
   out += ") : (" + type_list(result_types) + ") -> ()\n  }\n}\n";
   return out;
+}
+
+Fingerprint Builder::fingerprint() const {
+  // Everything module() prints, in the same order; ids are positions, names
+  // and types interned pointers.
+  Digest d;
+  d.add(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    d.add(params_[i].id());
+    d.add(&params_[i].type());
+    d.add(static_cast<uint64_t>(donated_[i]));
+  }
+  std::vector<const Block*> stack{&blocks_[0]};
+  while (!stack.empty()) {
+    const Block* block = stack.back();
+    stack.pop_back();
+    d.add(block->args.size());
+    for (int id : block->args) d.add(types_[id]);
+    d.add(block->ops.size());
+    for (const Op& op : block->ops) {
+      d.add(op.name);
+      d.add(static_cast<uint64_t>(op.num_operands) << 32 | static_cast<uint32_t>(op.num_results));
+      for (int i = 0; i < op.num_operands; ++i) d.add(operands_[op.first_operand + i]);
+      d.add(op.first_result);
+      for (int i = 0; i < op.num_results; ++i) d.add(types_[op.first_result + i]);
+      d.add(std::string_view(op.attributes));
+      d.add(op.regions.size());
+      for (int r : op.regions) stack.push_back(&blocks_[r]);
+    }
+  }
+  d.add(results_.size());
+  for (const Value& v : results_) d.add(v.id());
+  return Fingerprint{d.a, d.b};
 }
 
 }  // namespace torch_tpu::hlo

@@ -6,7 +6,9 @@
 
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "types.h"
@@ -69,9 +71,22 @@ struct ConvOptions {
   int64_t feature_group_count = 1, batch_group_count = 1;
 };
 
+// A 128-bit structural digest of a builder's program: equal programs have
+// equal fingerprints within one process (types and op names are interned, so
+// it is not stable across processes; key anything persistent by the text).
+struct Fingerprint {
+  uint64_t a = 0, b = 0;
+  bool operator==(const Fingerprint& o) const { return a == o.a && b == o.b; }
+};
+struct FingerprintHash {
+  size_t operator()(const Fingerprint& f) const { return static_cast<size_t>(f.a ^ (f.b * 31)); }
+};
+
 class Builder {
  public:
   Builder();
+  // Forgets the program, keeping the memory for the next one.
+  void clear();
 
   // ---- function signature -------------------------------------------------
   Value parameter(const TensorType& type);
@@ -83,6 +98,8 @@ class Builder {
 
   // The module as MLIR text; the function is public @main.
   std::string module() const;
+  // What module() would print, digested without printing (see Fingerprint).
+  Fingerprint fingerprint() const;
   size_t num_ops() const { return num_ops_; }
 
   // ---- constants and shapes ----------------------------------------------
@@ -115,9 +132,9 @@ class Builder {
     return binary("stablehlo.shift_right_logical", a, b);
   }
   // Any same-type binary op by name (stablehlo.* or chlo.*).
-  Value binary(const std::string& name, Value a, Value b);
+  Value binary(std::string_view name, Value a, Value b);
   // Any same-type unary op by name, e.g. "stablehlo.exponential", "chlo.erf".
-  Value unary(const std::string& name, Value x);
+  Value unary(std::string_view name, Value x);
   Value neg(Value x) { return unary("stablehlo.negate", x); }
   Value abs(Value x);  // complex → real
   Value exp(Value x) { return unary("stablehlo.exponential", x); }
@@ -201,19 +218,21 @@ class Builder {
 
   // Escape hatch for ops without a method yet: explicit result types and
   // pre-formatted attributes ("{...}" or "").
-  Values op(const std::string& name, const Values& operands,
-            const std::vector<TensorType>& result_types,
-            const std::string& attributes = "");
+  Values op(std::string_view name, const Values& operands,
+            const std::vector<TensorType>& result_types, std::string attributes = {});
 
   // ---- attribute spelling (shared with lowerings that use op()) ------------
   static std::string i64_array(const std::vector<int64_t>& v);   // array<i64: 1, 2>
   static std::string i64_dense(const std::vector<int64_t>& v);   // dense<[1, 2]> : tensor<2xi64>
 
  private:
+  // One operation. Its results are the consecutive value ids
+  // [first_result, first_result + num_results); its operands a run of
+  // operands_. Names and types are interned: pointers compare and hash.
   struct Op {
-    std::string name;
-    std::vector<int> operands;
-    std::vector<int> results;
+    const std::string* name;
+    int first_operand, num_operands;
+    int first_result, num_results;
     std::string attributes;
     std::vector<int> regions;  // indices into blocks_
   };
@@ -223,16 +242,26 @@ class Builder {
   };
 
   Value new_value(const TensorType& type);
-  Values emit(const std::string& name, const Values& operands,
-              const std::vector<TensorType>& result_types,
-              const std::string& attributes, std::vector<int> regions = {});
+  // Appends an op on `operands` with results of `result_types`; returns the
+  // first result's id.
+  int append(std::string_view name, const Value* operands, size_t num_operands,
+             const TensorType* const* result_types, size_t num_results,
+             std::string attributes, std::vector<int> regions);
+  Values emit(std::string_view name, const Values& operands,
+              const std::vector<TensorType>& result_types, std::string attributes,
+              std::vector<int> regions = {});
+  // The common single-result op, without building vectors.
+  Value emit1(std::string_view name, std::initializer_list<Value> operands,
+              const TensorType& result, std::string attributes = {});
   // Builds a region whose block takes `arg_types` and yields body's results.
   int region(const std::vector<TensorType>& arg_types, const RegionFn& body);
   void print_block(std::string& out, const Block& block, int indent) const;
+  const TensorType& type_of(int id) const { return *types_[id]; }
 
-  std::deque<TensorType> types_;  // value id → type; deque keeps addresses
-  std::deque<Block> blocks_;      // blocks_[0] is the function body
-  std::vector<int> insertion_;    // stack of block indices being built
+  std::vector<const TensorType*> types_;  // value id → interned type
+  std::vector<int> operands_;             // the operand ids of all ops
+  std::vector<Block> blocks_;             // blocks_[0] is the function body
+  std::vector<int> insertion_;            // stack of block indices being built
   Values params_, results_;
   std::vector<bool> donated_;
   size_t num_ops_ = 0;

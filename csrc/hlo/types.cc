@@ -1,5 +1,8 @@
 #include "types.h"
 
+#include <mutex>
+#include <unordered_set>
+
 namespace torch_tpu::hlo {
 
 bool is_float(ElementType t) {
@@ -67,6 +70,23 @@ std::string TensorType::str() const {
   s += mlir_name(dtype);
   s += '>';
   return s;
+}
+
+namespace {
+struct TypeHash {
+  size_t operator()(const TensorType& t) const {
+    uint64_t h = static_cast<uint64_t>(t.dtype) * 0x9E3779B97F4A7C15ull;
+    for (int64_t d : t.shape) h = (h ^ static_cast<uint64_t>(d)) * 0x100000001B3ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+}  // namespace
+
+const TensorType* intern(const TensorType& t) {
+  static std::mutex mu;
+  static std::unordered_set<TensorType, TypeHash> table;  // node-based: stable addresses
+  std::lock_guard<std::mutex> lock(mu);
+  return &*table.insert(t).first;
 }
 
 }  // namespace torch_tpu::hlo

@@ -31,6 +31,10 @@ struct TensorType {
   bool operator!=(const TensorType& o) const { return !(*this == o); }
 };
 
+// The canonical copy of `t`: equal types share one address for the life of
+// the process, so a builder stores and compares types as pointers.
+const TensorType* intern(const TensorType& t);
+
 // Raised for an op whose operands do not type-check: a bug in a lowering or
 // a shape the caller failed to validate, never a crash.
 struct TypeError : std::exception {
