@@ -38,6 +38,8 @@ struct Plan {
   std::string lowering;                 // the registry entry used
   std::vector<size_t> inputs;           // argument indices passed to the lowering
   std::vector<size_t> mutated;          // arguments written (alias sets with '!')
+  std::vector<size_t> generators;       // Generator? arguments
+  bool implicit_generator = false;      // draws from the default generator unasked
 };
 
 std::mutex g_plans_mu;
@@ -232,28 +234,38 @@ const c10::Argument& default_generator_argument() {
 }
 
 // Advances the generator argument (if any) by what the op drew.
-void advance_generators(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
-                        int device, int64_t drawn) {
+void advance_generators(const Plan& plan, c10::ArrayRef<c10::IValue> args, int device,
+                        int64_t drawn) {
   auto advance = [&](at::Generator gen) {
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.get<TpuGenerator>()->advance(static_cast<uint64_t>(std::max<int64_t>(drawn, 1)));
   };
-  if (implicit_generator(schema)) advance(default_generator(device));
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    c10::TypePtr t = schema.arguments()[i].real_type();
-    if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
-    if (t->kind() != c10::TypeKind::GeneratorType) continue;
+  if (plan.implicit_generator) advance(default_generator(device));
+  for (size_t i : plan.generators)
     advance(args[i].isNone() ? default_generator(device) : args[i].toGenerator());
-  }
+}
+
+bool is_generator(const c10::Argument& a) {
+  c10::TypePtr t = a.real_type();
+  if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
+  return t->kind() == c10::TypeKind::GeneratorType;
+}
+
+// The plan of `schema`'s operator. Plans never move once registered, so each
+// thread remembers them by schema address without taking the lock again.
+const Plan& plan_of(const c10::FunctionSchema& schema) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, const Plan*> known;
+  auto it = known.find(&schema);
+  if (it != known.end()) return *it->second;
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  const Plan* plan = &plans().at(schema.operator_name());
+  known.emplace(&schema, plan);
+  return *plan;
 }
 
 void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  const Plan* plan;
-  {
-    std::lock_guard<std::mutex> lock(g_plans_mu);
-    plan = &plans().at(schema.operator_name());
-  }
+  const Plan* plan = &plan_of(schema);
   const size_t n = schema.arguments().size();
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
   if (g_log_ops) std::cerr << "[torch_tpu] " << full_name(schema.operator_name()) << "\n";
@@ -280,7 +292,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // 2. Record the op. The Python site is read before the engine lock: it
   // takes the GIL, which a Python thread may hold while waiting for the lock.
-  std::string site = python_site();
+  const std::string* site = python_site();
   auto& e = engine::Engine::get();
   c10::DeviceGuard device_guard(c10::Device(c10::DeviceType::PrivateUse1, state.device));
   std::vector<at::Tensor> results;
@@ -291,7 +303,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     Args largs;
     largs.reserve(plan->inputs.size());
     for (size_t i : plan->inputs) largs.push_back(convert(e, schema.arguments()[i], args[i], state));
-    if (implicit_generator(schema))
+    if (plan->implicit_generator)
       largs.push_back(convert(e, default_generator_argument(), c10::IValue(), state));
     lowering::Context ctx{e.builder(), {}, current_precision(), plan->lowering};
     for (const TensorMeta& m : meta->fresh) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
@@ -332,9 +344,10 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (t.sizes() != c10::IntArrayRef(m.sizes)) resize(t, m.sizes, m.strides);
       write(e, t, outs[meta->fresh.size() + i]);
     }
-    e.end(plan->lowering.c_str(), std::move(site));
+    e.end(plan->lowering.c_str(), site);
   }
-  advance_generators(schema, args, state.device, drawn);
+  if (plan->implicit_generator || !plan->generators.empty())
+    advance_generators(*plan, args, state.device, drawn);
 
   // 3. Returns: fresh tensors in order, aliasing returns are their arguments.
   torch::jit::drop(*stack, n);
@@ -407,8 +420,10 @@ void register_lowered_ops(torch::Library& m) {
         continue;
       }
       if (writes(schema.arguments()[i]) || writes_undeclared(schema, i)) p.mutated.push_back(i);
+      if (is_generator(schema.arguments()[i])) p.generators.push_back(i);
       p.inputs.push_back(i);
     }
+    p.implicit_generator = implicit_generator(schema);
     std::string name = full_name(schema.operator_name());
     {
       std::lock_guard<std::mutex> lock(g_plans_mu);

@@ -143,8 +143,8 @@ std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, const st
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<const OpMeta>> cache;
   const auto& schema = op.schema();
-  std::string key;
-  key.reserve(256);
+  thread_local std::string key;  // reused: no allocation per call
+  key.clear();
   const void* id = &schema;
   put(key, &id, sizeof(id));
   // Without tensor inputs (arange, linspace, full) numbers decide the shape.
@@ -161,10 +161,11 @@ std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, const st
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
+  std::string owned = key;  // the buffer is this thread's: keep a copy across the call
   auto m = std::make_shared<const OpMeta>(run_meta(op, args, mutated_args));  // raises
   std::lock_guard<std::mutex> lock(mu);
   if (cache.size() > 100000) cache.clear();
-  cache.emplace(std::move(key), m);
+  cache.emplace(std::move(owned), m);
   return m;
 }
 

@@ -4,53 +4,94 @@
 #include <frameobject.h>
 
 #include <cstring>
+#include <memory>
+#include <unordered_map>
+#include <vector>
 
 namespace torch_tpu::aten {
 
 namespace {
-// Frames inside torch or torch_tpu say nothing about the user's code.
-bool library_frame(const char* file) {
-  return std::strstr(file, "/torch/") != nullptr || std::strstr(file, "/torch_tpu/") != nullptr ||
-         std::strstr(file, "<frozen") != nullptr;
+
+// The tables below are read and written with the GIL held. Code objects seen
+// are kept alive (one reference each) so that their addresses stay theirs.
+struct CodeInfo {
+  std::string file;
+  bool library;  // inside torch or torch_tpu: says nothing about the user's code
+};
+
+CodeInfo& code_info(PyCodeObject* code) {
+  static std::unordered_map<PyCodeObject*, CodeInfo> infos;
+  auto it = infos.find(code);
+  if (it != infos.end()) return it->second;
+  const char* file = PyUnicode_AsUTF8(code->co_filename);
+  if (file == nullptr) {
+    PyErr_Clear();
+    file = "?";
+  }
+  bool library = std::strstr(file, "/torch/") != nullptr ||
+                 std::strstr(file, "/torch_tpu/") != nullptr ||
+                 std::strstr(file, "<frozen") != nullptr;
+  Py_INCREF(code);
+  return infos.emplace(code, CodeInfo{file, library}).first->second;
 }
-// The first frame outside torch and torch_tpu (GIL held).
-std::string innermost_user_site() {
+
+struct ChainHash {
+  size_t operator()(const std::vector<uintptr_t>& v) const {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (uintptr_t w : v) h = (h ^ w) * 0x100000001B3ull;
+    return static_cast<size_t>(h ^ (h >> 31));
+  }
+};
+
+const std::string* empty_site() {
+  static const std::string empty;
+  return &empty;
+}
+
+// The first frame outside torch and torch_tpu, or the innermost frame when
+// all are library frames (GIL held).
+const std::string* innermost_user_site() {
+  static std::unordered_map<std::vector<uintptr_t>, std::unique_ptr<std::string>, ChainHash> sites;
+  static std::vector<uintptr_t> chain;  // (code, line) pairs walked
+  chain.clear();
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
-  if (frame == nullptr) return {};
+  if (frame == nullptr) return empty_site();
   Py_INCREF(frame);
-  std::string site;
-  for (int depth = 0; frame != nullptr && depth < 32; ++depth) {
+  const CodeInfo* innermost = nullptr;
+  const CodeInfo* user = nullptr;
+  int innermost_line = 0, user_line = 0;
+  for (int depth = 0; frame != nullptr && depth < 32 && user == nullptr; ++depth) {
     PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    if (file != nullptr && (site.empty() || !library_frame(file))) {
-      site = std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(frame));
-      if (!library_frame(file)) {
-        Py_DECREF(code);
-        Py_DECREF(frame);
-        return site;
-      }
-    }
+    const CodeInfo& info = code_info(code);
     Py_DECREF(code);
+    int line = PyFrame_GetLineNumber(frame);
+    chain.push_back(reinterpret_cast<uintptr_t>(code));
+    chain.push_back(static_cast<uintptr_t>(line));
+    if (innermost == nullptr) innermost = &info, innermost_line = line;
+    if (!info.library) user = &info, user_line = line;
     PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
     Py_DECREF(frame);
     frame = back;
   }
   Py_XDECREF(frame);
   if (PyErr_Occurred()) PyErr_Clear();
-  return site;  // the innermost frame when all are library frames
+  auto it = sites.find(chain);
+  if (it != sites.end()) return it->second.get();
+  if (user == nullptr) user = innermost, user_line = innermost_line;
+  auto site = std::make_unique<std::string>(user->file + ":" + std::to_string(user_line));
+  return sites.emplace(chain, std::move(site)).first->second.get();
 }
 
 }  // namespace
 
-std::string python_site() {
+const std::string* python_site() {
   // Only threads that run Python (PyTorch releases the GIL around ops); the
   // autograd engine's threads have no Python frames to report.
-  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return {};
+  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return empty_site();
   PyGILState_STATE gil = PyGILState_Ensure();
-  std::string site = innermost_user_site();
+  const std::string* site = innermost_user_site();
   PyGILState_Release(gil);
   return site;
 }
-
 
 }  // namespace torch_tpu::aten

@@ -132,7 +132,7 @@ void write(engine::Engine& e, const at::Tensor& t, hlo::Value v) {
   auto& b = e.builder();
   StorageState& st = state_of(t);
   ElementType dtype = to_hlo(t.scalar_type());
-  TORCH_CHECK(v.shape() == t.sizes().vec(), "internal: writing ", v.type().str(),
+  TORCH_CHECK(c10::IntArrayRef(v.shape()) == t.sizes(), "internal: writing ", v.type().str(),
               " into a tpu tensor of shape ", t.sizes());
   v = b.convert(v, dtype);
   Strided view = view_of(t);

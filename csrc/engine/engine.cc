@@ -14,14 +14,13 @@ std::atomic<bool> g_initialized{false};
 
 // "input types -> output types | op names" of a recording: what a recompile
 // warning compares.
-std::string program_signature(const hlo::Builder& b,
-                              const std::vector<std::pair<const char*, std::string>>& ops) {
+std::string program_signature(const hlo::Builder& b, const std::vector<OpSite>& ops) {
   std::string s;
   for (const hlo::Value& p : b.parameters()) s += p.type().str() + " ";
   s += "->";
   for (const hlo::Value& r : b.results()) s += " " + r.type().str();
   s += " |";
-  for (const auto& op : ops) s += std::string(op.first) + " ";
+  for (const OpSite& op : ops) s += std::string(op.op) + " ";
   return s;
 }
 
@@ -182,10 +181,10 @@ void Engine::set_warning_handler(std::function<void(const std::string&)> handler
   warn_ = std::move(handler);
 }
 
-void Engine::end(const char* op, std::string site) {
+void Engine::end(const char* op, const std::string* site) {
   ++ops_;
   metrics_.count("ops_recorded");
-  op_sites_.emplace_back(op, std::move(site));
+  op_sites_.push_back(OpSite{op, site});
   switch (mode_) {
     case Mode::kDeferNever:
     case Mode::kDeferNeverAndLaunchBlocking:
@@ -234,11 +233,11 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   p.exe = cache_->lookup(key);
   if (!p.exe || with_text) p.text = builder_->module();
   p.inputs = std::move(inputs_);
-  std::string site = op_sites_.empty() ? "" : op_sites_.front().second;
+  const std::string* site = op_sites_.empty() ? nullptr : op_sites_.front().site;
   std::string signature;
-  if (!site.empty() && !p.exe) signature = program_signature(*builder_, op_sites_);
+  if (site && !site->empty() && !p.exe) signature = program_signature(*builder_, op_sites_);
   // Kept for the error message only: formatted if this program fails.
-  std::vector<std::pair<const char*, std::string>> sites = std::move(op_sites_);
+  std::vector<OpSite> sites = std::move(op_sites_);
   Mode mode = mode_;
   reset_recording();  // the recording is consumed even if compiling fails
 
@@ -246,7 +245,7 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   try {
     if (!p.exe) {
       p.exe = cache_->get(key, p.text);
-      if (!signature.empty()) note_compile(site, signature);
+      if (!signature.empty()) note_compile(*site, signature);
     }
     values = run(*p.exe, p.inputs, p.device);
   } catch (const pjrt::Error& err) {
@@ -259,21 +258,22 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   return p;
 }
 
-std::string describe_ops(const std::vector<std::pair<const char*, std::string>>& ops, Mode mode) {
+std::string describe_ops(const std::vector<OpSite>& ops, Mode mode) {
   if (ops.size() <= 1 && mode != Mode::kDeferAndFuse && mode != Mode::kDeferAll) {
     if (ops.empty()) return "";
-    return "  (in " + std::string(ops[0].first) +
-           (ops[0].second.empty() ? "" : " at " + ops[0].second) + ")";
+    std::string where = ops[0].where();
+    return "  (in " + std::string(ops[0].op) + (where.empty() ? "" : " at " + where) + ")";
   }
   std::string out = "  (in a deferred program of " + std::to_string(ops.size()) +
                     " ops; rerun with TPU_LAUNCH_BLOCKING=1 to pin the error to its line)";
   size_t shown = 0;
-  for (const auto& [op, site] : ops) {
+  for (const OpSite& op_site : ops) {
+    std::string site = op_site.where();
     if (++shown > 12) {
       out += "\n    ...";
       break;
     }
-    out += "\n    " + std::string(op) + (site.empty() ? "" : " at " + site);
+    out += "\n    " + std::string(op_site.op) + (site.empty() ? "" : " at " + site);
   }
   return out;
 }

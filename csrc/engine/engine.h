@@ -32,6 +32,13 @@ struct Config {
   std::string cache_dir;          // empty: no disk cache
 };
 
+// An op of a recording and where it came from (null: unknown).
+struct OpSite {
+  const char* op;
+  const std::string* site;
+  std::string where() const { return site ? *site : std::string(); }
+};
+
 // A flushed recording: what ran, with which inputs and outputs.
 struct Program {
   std::string text;                   // printed on a cache miss or on request
@@ -68,8 +75,9 @@ class Engine {
   // A new pending value computed by `node`.
   ValuePtr produce(hlo::Value node);
   // Ends an op: flushes now or later according to the mode. `site` is where
-  // the op came from (a Python file:line), for errors and recompile warnings.
-  void end(const char* op, std::string site = {});
+  // the op came from (a Python file:line, interned by the caller: it must
+  // outlive the engine), for errors and recompile warnings.
+  void end(const char* op, const std::string* site = nullptr);
   // Receives warnings (recompilations); the aten layer routes them to Python.
   void set_warning_handler(std::function<void(const std::string&)> handler);
   // Donation of dead input buffers to the program (off while capturing graphs
@@ -126,7 +134,7 @@ class Engine {
   bool matching_last_ = false;
 
   // The recording's ops and where they came from, for messages.
-  std::vector<std::pair<const char*, std::string>> op_sites_;
+  std::vector<OpSite> op_sites_;
   // Compiles per call site, and the last program signature compiled there.
   std::map<std::string, std::pair<int, std::string>> compiles_at_;
   std::function<void(const std::string&)> warn_;
@@ -143,7 +151,7 @@ class Engine {
 };
 
 // "(in a deferred program of N ops ...)" with each op's site, for errors.
-std::string describe_ops(const std::vector<std::pair<const char*, std::string>>& ops, Mode mode);
+std::string describe_ops(const std::vector<OpSite>& ops, Mode mode);
 
 // Bytes per element of a builder element type, and its PJRT buffer type.
 size_t element_size(hlo::ElementType t);

@@ -94,28 +94,37 @@ uint64_t float_bits(ElementType t, double v) {
   }
 }
 
-// The canonical copy of an op name (see Builder::Op).
+// The canonical copy of an op name (see Builder::Op). Each thread remembers
+// the names it interned; the shared table's lock is taken once per name.
 const std::string* intern_name(std::string_view name) {
+  thread_local std::unordered_map<std::string_view, const std::string*> known;
+  auto hit = known.find(name);
+  if (hit != known.end()) return hit->second;
   static std::mutex mu;
   static std::unordered_map<std::string_view, std::unique_ptr<std::string>> table;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = table.find(name);
-  if (it != table.end()) return it->second.get();
-  auto owned = std::make_unique<std::string>(name);
-  const std::string* p = owned.get();
-  table.emplace(std::string_view(*p), std::move(owned));
-  return p;
+  const std::string* canonical;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = table.find(name);
+    if (it == table.end()) {
+      auto owned = std::make_unique<std::string>(name);
+      it = table.emplace(std::string_view(*owned), std::move(owned)).first;
+    }
+    canonical = it->second.get();
+  }
+  known.emplace(std::string_view(*canonical), canonical);
+  return canonical;
 }
 
 // Two 64-bit lanes of multiply-xorshift mixing: a 128-bit digest.
 struct Digest {
-  uint64_t a = 0x9E3779B97F4A7C15ull, b = 0xD6E8FEB86659FD93ull;
+  Fingerprint& f;
   void add(uint64_t w) {
-    a = (a ^ w) * 0xFF51AFD7ED558CCDull;
-    a ^= a >> 32;
-    b = (b + w) * 0xC4CEB9FE1A85EC53ull;
-    b ^= b >> 29;
-    b = (b << 17) | (b >> 47);
+    f.a = (f.a ^ w) * 0xFF51AFD7ED558CCDull;
+    f.a ^= f.a >> 32;
+    f.b = (f.b + w) * 0xC4CEB9FE1A85EC53ull;
+    f.b ^= f.b >> 29;
+    f.b = (f.b << 17) | (f.b >> 47);
   }
   void add(const void* p) { add(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p))); }
   void add(std::string_view s) {
@@ -132,6 +141,8 @@ struct Digest {
   }
 };
 
+constexpr Fingerprint kEmptyDigest{0x9E3779B97F4A7C15ull, 0xD6E8FEB86659FD93ull};
+
 }  // namespace
 
 std::string Builder::i64_array(const std::vector<int64_t>& v) {
@@ -142,7 +153,7 @@ std::string Builder::i64_dense(const std::vector<int64_t>& v) {
   return "dense<[" + join(v) + "]> : tensor<" + std::to_string(v.size()) + "xi64>";
 }
 
-Builder::Builder() {
+Builder::Builder() : running_(kEmptyDigest) {
   blocks_.emplace_back();
   insertion_.push_back(0);
 }
@@ -158,6 +169,7 @@ void Builder::clear() {
   results_.clear();
   donated_.clear();
   num_ops_ = 0;
+  running_ = kEmptyDigest;
 }
 
 Value Builder::new_value(const TensorType& type) {
@@ -169,6 +181,9 @@ Value Builder::new_value(const TensorType& type) {
 Value Builder::parameter(const TensorType& type) {
   if (insertion_.size() != 1) fail("parameter", "only the function body takes parameters");
   Value v = new_value(type);
+  Digest d{running_};
+  d.add(uint64_t{0x50});  // 'P'
+  d.add(&v.type());
   blocks_[0].args.push_back(v.id());
   params_.push_back(v);
   donated_.push_back(false);
@@ -181,7 +196,7 @@ void Builder::set_results(const Values& results) { results_ = results; }
 
 int Builder::append(std::string_view name, const Value* operands, size_t num_operands,
                     const TensorType* const* result_types, size_t num_results,
-                    std::string attributes, std::vector<int> regions) {
+                    std::string attributes, std::vector<int> regions, bool interned) {
   int first_operand = static_cast<int>(operands_.size());
   for (size_t i = 0; i < num_operands; ++i) {
     if (!operands[i].valid()) {
@@ -191,9 +206,24 @@ int Builder::append(std::string_view name, const Value* operands, size_t num_ope
     operands_.push_back(operands[i].id());
   }
   int first_result = static_cast<int>(types_.size());
-  for (size_t i = 0; i < num_results; ++i) new_value(*result_types[i]);
+  for (size_t i = 0; i < num_results; ++i) {
+    if (interned)
+      types_.push_back(result_types[i]);
+    else
+      new_value(*result_types[i]);
+  }
+  const std::string* interned_name = intern_name(name);
+  Digest d{running_};
+  d.add(static_cast<uint64_t>(insertion_.back()) << 32 | 0x4F);  // 'O' in this block
+  d.add(interned_name);
+  d.add(static_cast<uint64_t>(num_operands) << 32 | num_results);
+  for (size_t i = 0; i < num_operands; ++i) d.add(operands[i].id());
+  for (size_t i = 0; i < num_results; ++i) d.add(types_[first_result + i]);
+  d.add(std::string_view(attributes));
+  d.add(regions.size());
+  for (int r : regions) d.add(r);
   blocks_[insertion_.back()].ops.push_back(
-      Op{intern_name(name), first_operand, static_cast<int>(num_operands), first_result,
+      Op{interned_name, first_operand, static_cast<int>(num_operands), first_result,
          static_cast<int>(num_results), std::move(attributes), std::move(regions)});
   ++num_ops_;
   return first_result;
@@ -221,6 +251,14 @@ Value Builder::emit1(std::string_view name, std::initializer_list<Value> operand
   return Value(id, types_[id]);
 }
 
+Value Builder::emit_like(std::string_view name, std::initializer_list<Value> operands, Value like,
+                         std::string attributes) {
+  const TensorType* type = &like.type();
+  int id = append(name, operands.begin(), operands.size(), &type, 1, std::move(attributes), {},
+                  /*interned=*/true);
+  return Value(id, type);
+}
+
 Values Builder::op(std::string_view name, const Values& operands,
                    const std::vector<TensorType>& result_types, std::string attributes) {
   return emit(name, operands, result_types, std::move(attributes));
@@ -230,8 +268,11 @@ int Builder::region(const std::vector<TensorType>& arg_types, const RegionFn& bo
   blocks_.emplace_back();
   int index = static_cast<int>(blocks_.size()) - 1;
   Values args;
+  Digest d{running_};
+  d.add(static_cast<uint64_t>(index) << 32 | 0x52);  // 'R'
   for (const TensorType& t : arg_types) {
     Value v = new_value(t);
+    d.add(&v.type());
     blocks_[index].args.push_back(v.id());
     args.push_back(v);
   }
@@ -303,10 +344,10 @@ Value Builder::iota(const TensorType& type, int64_t dim) {
 Value Builder::binary(std::string_view name, Value a, Value b) {
   if (&a.type() != &b.type() && a.type() != b.type())
     fail(std::string(name), "operand types differ: " + a.type().str() + " vs " + b.type().str());
-  return emit1(name, {a, b}, a.type());
+  return emit_like(name, {a, b}, a);
 }
 
-Value Builder::unary(std::string_view name, Value x) { return emit1(name, {x}, x.type()); }
+Value Builder::unary(std::string_view name, Value x) { return emit_like(name, {x}, x); }
 
 Value Builder::abs(Value x) {
   TensorType t = x.type();
@@ -340,14 +381,14 @@ Value Builder::select(Value pred, Value on_true, Value on_false) {
   if (pred.rank() != 0 && pred.shape() != on_true.shape())
     fail("select", "predicate shape " + shape_str(pred.shape()) + " != " +
                        shape_str(on_true.shape()));
-  return emit1("stablehlo.select", {pred, on_true, on_false}, on_true.type());
+  return emit_like("stablehlo.select", {pred, on_true, on_false}, on_true);
 }
 
 Value Builder::clamp(Value lo, Value x, Value hi) {
   for (Value b : {lo, hi})
     if (b.dtype() != x.dtype() || (b.rank() != 0 && b.shape() != x.shape()))
       fail("clamp", "bound " + b.type().str() + " does not fit " + x.type().str());
-  return emit1("stablehlo.clamp", {lo, x, hi}, x.type());
+  return emit_like("stablehlo.clamp", {lo, x, hi}, x);
 }
 
 Value Builder::convert(Value x, ElementType dtype) {
@@ -815,36 +856,16 @@ std::string Builder::module() const {
 }
 
 Fingerprint Builder::fingerprint() const {
-  // Everything module() prints, in the same order; ids are positions, names
-  // and types interned pointers.
-  Digest d;
+  // The running digest covers every op, region and parameter in the order
+  // they were added (which determines the printed text); add what module()
+  // prints beyond them.
+  Fingerprint f = running_;
+  Digest d{f};
   d.add(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    d.add(params_[i].id());
-    d.add(&params_[i].type());
-    d.add(static_cast<uint64_t>(donated_[i]));
-  }
-  std::vector<const Block*> stack{&blocks_[0]};
-  while (!stack.empty()) {
-    const Block* block = stack.back();
-    stack.pop_back();
-    d.add(block->args.size());
-    for (int id : block->args) d.add(types_[id]);
-    d.add(block->ops.size());
-    for (const Op& op : block->ops) {
-      d.add(op.name);
-      d.add(static_cast<uint64_t>(op.num_operands) << 32 | static_cast<uint32_t>(op.num_results));
-      for (int i = 0; i < op.num_operands; ++i) d.add(operands_[op.first_operand + i]);
-      d.add(op.first_result);
-      for (int i = 0; i < op.num_results; ++i) d.add(types_[op.first_result + i]);
-      d.add(std::string_view(op.attributes));
-      d.add(op.regions.size());
-      for (int r : op.regions) stack.push_back(&blocks_[r]);
-    }
-  }
+  for (size_t i = 0; i < params_.size(); ++i) d.add(static_cast<uint64_t>(donated_[i]));
   d.add(results_.size());
   for (const Value& v : results_) d.add(v.id());
-  return Fingerprint{d.a, d.b};
+  return f;
 }
 
 }  // namespace torch_tpu::hlo

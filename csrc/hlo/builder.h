@@ -244,15 +244,19 @@ class Builder {
   Value new_value(const TensorType& type);
   // Appends an op on `operands` with results of `result_types`; returns the
   // first result's id.
+  // `interned`: the result types are already interned (values' types).
   int append(std::string_view name, const Value* operands, size_t num_operands,
              const TensorType* const* result_types, size_t num_results,
-             std::string attributes, std::vector<int> regions);
+             std::string attributes, std::vector<int> regions, bool interned = false);
   Values emit(std::string_view name, const Values& operands,
               const std::vector<TensorType>& result_types, std::string attributes,
               std::vector<int> regions = {});
   // The common single-result op, without building vectors.
   Value emit1(std::string_view name, std::initializer_list<Value> operands,
               const TensorType& result, std::string attributes = {});
+  // A single result of `like`'s type.
+  Value emit_like(std::string_view name, std::initializer_list<Value> operands, Value like,
+                  std::string attributes = {});
   // Builds a region whose block takes `arg_types` and yields body's results.
   int region(const std::vector<TensorType>& arg_types, const RegionFn& body);
   void print_block(std::string& out, const Block& block, int indent) const;
@@ -265,6 +269,7 @@ class Builder {
   Values params_, results_;
   std::vector<bool> donated_;
   size_t num_ops_ = 0;
+  Fingerprint running_;  // digest of everything appended so far
 };
 
 }  // namespace torch_tpu::hlo

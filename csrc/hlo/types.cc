@@ -1,6 +1,7 @@
 #include "types.h"
 
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace torch_tpu::hlo {
@@ -80,13 +81,24 @@ struct TypeHash {
     return static_cast<size_t>(h ^ (h >> 29));
   }
 };
-}  // namespace
 
-const TensorType* intern(const TensorType& t) {
+const TensorType* intern_shared(const TensorType& t) {
   static std::mutex mu;
   static std::unordered_set<TensorType, TypeHash> table;  // node-based: stable addresses
   std::lock_guard<std::mutex> lock(mu);
   return &*table.insert(t).first;
+}
+}  // namespace
+
+const TensorType* intern(const TensorType& t) {
+  // Each thread remembers what it interned: the shared table's lock is taken
+  // once per new type and thread.
+  thread_local std::unordered_map<TensorType, const TensorType*, TypeHash> known;
+  auto it = known.find(t);
+  if (it != known.end()) return it->second;
+  const TensorType* canonical = intern_shared(t);
+  known.emplace(t, canonical);
+  return canonical;
 }
 
 }  // namespace torch_tpu::hlo

@@ -49,7 +49,7 @@ struct Context {
   Builder& b;
   std::vector<TensorType> outputs;  // the result types PyTorch computed
   Precision precision = Precision::kDefault;
-  std::string op;                   // "aten::add.Tensor", for messages
+  const std::string& op;            // "aten::add.Tensor", for messages
 
   const TensorType& out(size_t i = 0) const { return outputs.at(i); }
 };

@@ -278,6 +278,40 @@ TEST(HloTypeErrors, ContractionsAndReduce) {
                TypeError);
 }
 
+// Builds sum(x * k) over dim `dim`; `k` and `dim` vary the program.
+void reduce_program(Builder& b, double k, int64_t dim, bool donate) {
+  Value x = b.parameter({F32, {2, 3}});
+  Value y = b.mul(x, b.full({F32, {2, 3}}, k));
+  auto sum = [](Builder& r, const Values& a) { return Values{r.add(a[0], a[1])}; };
+  b.set_results(b.reduce({y}, {b.constant(F32, 0)}, {dim}, sum));
+  if (donate) b.set_donated(0);
+}
+
+TEST(HloFingerprint, EqualProgramsEqualDigestsAndEveryPrintedChangeCounts) {
+  auto digest = [](double k, int64_t dim, bool donate) {
+    Builder b;
+    reduce_program(b, k, dim, donate);
+    return std::make_pair(b.fingerprint(), b.module());
+  };
+  auto base = digest(2, 0, false);
+  EXPECT_EQ(digest(2, 0, false).first, base.first);
+  for (auto other : {digest(3, 0, false), digest(2, 1, false), digest(2, 0, true)}) {
+    ASSERT_NE(other.second, base.second);
+    EXPECT_FALSE(other.first == base.first);
+  }
+}
+
+TEST(HloFingerprint, ClearStartsOverWithTheSameDigest) {
+  Builder fresh, reused;
+  reduce_program(fresh, 2, 0, false);
+  reduce_program(reused, 5, 1, true);
+  reused.clear();
+  EXPECT_EQ(reused.num_ops(), 0u);
+  reduce_program(reused, 2, 0, false);
+  EXPECT_EQ(reused.fingerprint(), fresh.fingerprint());
+  EXPECT_EQ(reused.module(), fresh.module());
+}
+
 TEST(HloTypes, Spelling) {
   EXPECT_EQ((TensorType{ElementType::kU8, {}}).str(), "tensor<ui8>");
   EXPECT_EQ((TensorType{ElementType::kC64, {0, 2}}).str(), "tensor<0x2xcomplex<f32>>");
