@@ -11,6 +11,7 @@
 namespace torch_tpu::lowering {
 
 void register_pointwise_extra(Registry& r);
+void register_special_bessel(Registry& r);
 
 namespace {
 
@@ -334,6 +335,7 @@ void register_special_polynomials(Registry& r) {
 void register_special(Registry& r) {
   register_pointwise_extra(r);
   register_special_polynomials(r);
+  register_special_bessel(r);
   const std::pair<const char*, UnaryOp> unaries[] = {
       {"aten::i0", i0}, {"aten::special_i0e", i0e}, {"aten::special_i1", i1},
       {"aten::special_i1e", i1e},
