@@ -31,7 +31,6 @@ Value is_nan(Builder& b, Value x) { return b.compare(Compare::kNE, x, x); }
 Value is_integer(Builder& b, Value x) {
   return b.compare(Compare::kEQ, x, b.unary("stablehlo.round_nearest_even", x));
 }
-Value trunc(Builder& b, Value x) { return b.select(lt(b, x, 0), b.ceil(x), b.floor(x)); }
 bool wide(Value x) { return x.dtype() == ElementType::kF64; }
 double epsilon(Value x) { return wide(x) ? 1.1e-16 : 6e-8; }
 
@@ -72,11 +71,12 @@ Value digamma_positive(Builder& b, Value x) {
   return b.add(acc, b.sub(b.sub(b.log(x), b.div(k(b, 0.5, x), x)), tail));
 }
 
-// ψ(x): reflection ψ(x) = ψ(1-x) - π/tan(πr) below 0 with r = x - trunc(x)
-// (exact, so tan sees it unrounded); ∓∞ at ±0, NaN at negative integers.
+// ψ(x): reflection ψ(x) = ψ(1-x) - π/tan(πr) below 0 with r = x - round(x)
+// (exact and at most 1/2, so πr keeps its relative precision near the poles);
+// ∓∞ at ±0, NaN at negative integers.
 Value digamma(Builder& b, Value x) {
   Value neg = lt(b, x, 0);
-  Value r = b.sub(x, trunc(b, x));
+  Value r = b.sub(x, b.unary("stablehlo.round_nearest_even", x));
   Value pi_r = b.mul(k(b, M_PI, x), r);
   Value reflect = b.div(k(b, M_PI, x), b.unary("stablehlo.tan", pi_r));
   Value base = digamma_positive(b, b.select(neg, b.sub(k(b, 1, x), x), x));
