@@ -217,21 +217,22 @@ Value igamma_series(Builder& b, Value a, Value x) {
 }
 
 // Q(a, x) = x^a e^-x / Γ(a) · 1/(x+1-a - 1(1-a)/(x+3-a - 2(2-a)/(…))), for x ≥ a + 1,
-// by Lentz's method.
+// by Lentz's method. An element stops once its step factor is within a few
+// ulps of 1 (more steps would only random-walk its rounding).
 Value igammac_fraction(Builder& b, Value a, Value x) {
-  double eps = epsilon(x), tiny = wide(x) ? 1e-300 : 1e-30;
+  double eps = 4 * epsilon(x), tiny = wide(x) ? 1e-300 : 1e-30;
   Value bb = b.sub(b.add(x, k(b, 1, x)), a);
   Value d = b.div(k(b, 1, x), bb);
   Value i0 = b.constant(ElementType::kI64, 1);
-  // state: i, a, b_i, c, d, h, last delta
+  Value done = b.not_(b.and_(b.is_finite(x), b.is_finite(a)));  // their values are fixed later
+  // state: i, a, b_i, c, d, h, done
   Values out = b.while_loop(
-      {i0, a, bb, k(b, 1 / tiny, x), d, d, k(b, 2, x)},
-      [eps](Builder& w, const Values& s) {
-        Value more = w.compare(Compare::kGT, w.abs(w.sub(s[6], k(w, 1, s[6]))), k(w, eps, s[6]));
+      {i0, a, bb, k(b, 1 / tiny, x), d, d, done},
+      [](Builder& w, const Values& s) {
         Value cap = w.compare(Compare::kLT, s[0], w.constant(ElementType::kI64, kMaxIterations));
-        return Values{w.and_(cap, any(w, more))};
+        return Values{w.and_(cap, any(w, w.not_(s[6])))};
       },
-      [tiny](Builder& w, const Values& s) {
+      [tiny, eps](Builder& w, const Values& s) {
         Value fi = w.broadcast_to(w.convert(s[0], s[1].dtype()), s[1].shape());
         Value an = w.mul(w.neg(fi), w.sub(fi, s[1]));
         Value bn = w.add(s[2], k(w, 2, s[2]));
@@ -241,8 +242,10 @@ Value igammac_fraction(Builder& b, Value a, Value x) {
         Value dn = w.div(k(w, 1, bn), guard(w.add(w.mul(an, s[4]), bn)));
         Value cn = guard(w.add(bn, w.div(an, s[3])));
         Value delta = w.mul(dn, cn);
-        return Values{w.add(s[0], w.constant(ElementType::kI64, 1)), s[1], bn, cn, dn,
-                      w.mul(s[5], delta), delta};
+        Value h = w.select(s[6], s[5], w.mul(s[5], delta));
+        Value close = w.compare(Compare::kLE, w.abs(w.sub(delta, k(w, 1, delta))), k(w, eps, delta));
+        return Values{w.add(s[0], w.constant(ElementType::kI64, 1)), s[1], bn, cn, dn, h,
+                      w.or_(s[6], close)};
       });
   return b.mul(b.mul(out[5], a), b.exp(log_gamma_weight(b, a, x)));
 }
