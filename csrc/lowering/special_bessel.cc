@@ -31,7 +31,6 @@ constexpr double kEuler = 0.57721566490153286061;
 
 Value k(Builder& b, double v, Value like) { return splat_like(b, v, like); }
 Value lt(Builder& b, Value x, double v) { return b.compare(Compare::kLT, x, k(b, v, x)); }
-Value le(Builder& b, Value x, double v) { return b.compare(Compare::kLE, x, k(b, v, x)); }
 Value gt(Builder& b, Value x, double v) { return b.compare(Compare::kGT, x, k(b, v, x)); }
 Value eq(Builder& b, Value x, double v) { return b.compare(Compare::kEQ, x, k(b, v, x)); }
 Value sin(Builder& b, Value x) { return b.unary("stablehlo.sine", x); }

@@ -155,6 +155,8 @@ Value zeta_tail(Builder& b, Value s, Value w) {
 Value zeta(Builder& b, Value s, Value q) {
   Value target = b.add(s, k(b, 10, s));
   Value n = b.max(b.ceil(b.sub(target, q)), k(b, 0, q));
+  // Past a billion terms (q < -1e9 or s > 1e9) the loop is not run at all:
+  // such calls would not finish on CPU either.
   n = b.select(b.or_(is_nan(b, n), gt(b, n, 1e9)), k(b, 0, q), n);
   Value good_s = b.select(b.compare(Compare::kGE, s, k(b, 1, s)), s, k(b, 2, s));
   Value r = b.add(zeta_direct(b, good_s, q, n), zeta_tail(b, good_s, b.add(q, n)));
