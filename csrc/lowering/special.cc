@@ -1,5 +1,5 @@
 // Special functions: modified Bessel functions of the first kind (series and
-// asymptotic expansions), erfcx, ndtri, log_ndtr, zeta, polygamma, mvlgamma
+// asymptotic expansions), erfcx, ndtri, log_ndtr, mvlgamma
 // and the orthogonal polynomial families (Chebyshev, Hermite, Laguerre,
 // Legendre) by their three-term recurrences. 16-bit floats compute in f32.
 #include <climits>
@@ -11,6 +11,8 @@
 namespace torch_tpu::lowering {
 
 void register_pointwise_extra(Registry& r);
+void register_special_bessel(Registry& r);
+void register_special_gamma(Registry& r);
 
 namespace {
 
@@ -136,21 +138,7 @@ Value ndtri(Builder& b, Value p) {
   return b.select(bad, k(b, NAN, p), x);
 }
 
-// ---- zeta, polygamma, mvlgamma ------------------------------------------------------
-
-Values zeta(Context& c, const Args& a) {
-  require_full_width(c, true);
-  TensorType t{accumulation_type(c.out().dtype), c.out().shape};
-  Value r = c.b.binary("chlo.zeta", coerce(c.b, a[0].tensor, t), coerce(c.b, a[1].tensor, t));
-  return {c.b.convert(r, c.out().dtype)};
-}
-
-Values polygamma(Context& c, const Args& a) {
-  TensorType t{accumulation_type(c.out().dtype), c.out().shape};
-  Value x = coerce(c.b, a[1].tensor, t);
-  Value n = splat_like(c.b, static_cast<double>(a[0].i), x);
-  return {c.b.convert(c.b.binary("chlo.polygamma", n, x), c.out().dtype)};
-}
+// ---- mvlgamma ---------------------------------------------------------------------------
 
 // Σ_{i<p} lgamma(x - i/2) + p(p-1)/4 log π. (CPU's check that every x is
 // above (p-1)/2 needs the values on the host; it is not repeated here.)
@@ -334,6 +322,8 @@ void register_special_polynomials(Registry& r) {
 void register_special(Registry& r) {
   register_pointwise_extra(r);
   register_special_polynomials(r);
+  register_special_bessel(r);
+  register_special_gamma(r);  // replaces elementwise's digamma
   const std::pair<const char*, UnaryOp> unaries[] = {
       {"aten::i0", i0}, {"aten::special_i0e", i0e}, {"aten::special_i1", i1},
       {"aten::special_i1e", i1e},
@@ -345,10 +335,6 @@ void register_special(Registry& r) {
       {"aten::special_log_ndtr", log_ndtr},
   };
   for (const auto& [op, f] : full_width) r.add(op, float_unary(f, true));
-  for (const char* op : {"aten::special_zeta", "aten::special_zeta.self_scalar",
-                         "aten::special_zeta.other_scalar"})
-    r.add(op, zeta);
-  r.add("aten::polygamma", polygamma);
   r.add("aten::mvlgamma", mvlgamma);
 }
 

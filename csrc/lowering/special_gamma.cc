@@ -1,0 +1,326 @@
+// The gamma family: digamma, polygamma, Hurwitz zeta and the regularized
+// incomplete gamma functions, with CPU's conventions at poles and edges.
+//  - digamma: the recurrence ψ(x) = ψ(x+1) - 1/x up to 10, then the
+//    asymptotic series; reflection with the fractional part below 0.
+//  - trigamma (polygamma n = 1): CPU's own scheme (reflection through
+//    sin(πx) in the working precision), so values near the poles round alike.
+//  - polygamma n ≥ 2: (-1)^{n+1} n! ζ(n+1, x).
+//  - ζ(s, q): a direct sum until q + N ≥ 10 + s, then Euler–Maclaurin with
+//    twelve Bernoulli terms; the sum runs in a while loop, so negative q
+//    (integer s) works as on CPU.
+//  - igamma/igammac: the power series of P below x = a + 1, Lentz's
+//    continued fraction for Q above, each looping until every element has
+//    converged.
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "helpers.h"
+
+namespace torch_tpu::lowering {
+
+namespace {
+
+using hlo::Compare;
+
+Value k(Builder& b, double v, Value like) { return splat_like(b, v, like); }
+Value lt(Builder& b, Value x, double v) { return b.compare(Compare::kLT, x, k(b, v, x)); }
+Value gt(Builder& b, Value x, double v) { return b.compare(Compare::kGT, x, k(b, v, x)); }
+Value eq(Builder& b, Value x, double v) { return b.compare(Compare::kEQ, x, k(b, v, x)); }
+Value is_nan(Builder& b, Value x) { return b.compare(Compare::kNE, x, x); }
+Value is_integer(Builder& b, Value x) {
+  return b.compare(Compare::kEQ, x, b.unary("stablehlo.round_nearest_even", x));
+}
+bool wide(Value x) { return x.dtype() == ElementType::kF64; }
+double epsilon(Value x) { return wide(x) ? 1.1e-16 : 6e-8; }
+
+// c[0] + c[1] y + c[2] y² + ...
+Value polynomial(Builder& b, Value y, const std::vector<double>& c) {
+  Value acc = k(b, c.back(), y);
+  for (size_t i = c.size() - 1; i-- > 0;) acc = b.add(k(b, c[i], y), b.mul(acc, y));
+  return acc;
+}
+
+// Any element of a predicate tensor set (a scalar i1), for loop conditions.
+Value any(Builder& b, Value pred) {
+  std::vector<int64_t> all(pred.rank());
+  for (int64_t d = 0; d < pred.rank(); ++d) all[d] = d;
+  Value as_int = b.convert(pred, ElementType::kI32);
+  return b.compare(Compare::kGT, reduce_max(b, as_int, all), b.constant(ElementType::kI32, 0));
+}
+
+// B_{2k} for k = 1..12.
+const double kBernoulli[] = {1.0 / 6,     -1.0 / 30,      1.0 / 42,          -1.0 / 30,
+                             5.0 / 66,    -691.0 / 2730,  7.0 / 6,           -3617.0 / 510,
+                             43867.0 / 798, -174611.0 / 330, 854513.0 / 138, -236364091.0 / 2730};
+
+// ---- digamma, trigamma ------------------------------------------------------------------
+
+// ψ(x) for x > 0.
+Value digamma_positive(Builder& b, Value x) {
+  Value acc = k(b, 0, x);
+  for (int i = 0; i < 10; ++i) {
+    Value below = lt(b, x, 10);
+    acc = b.select(below, b.sub(acc, b.div(k(b, 1, x), x)), acc);
+    x = b.select(below, b.add(x, k(b, 1, x)), x);
+  }
+  std::vector<double> c;  // Σ B_{2k} / (2k x^{2k}) as a polynomial in 1/x²
+  for (int j = 0; j < 7; ++j) c.push_back(kBernoulli[j] / (2.0 * (j + 1)));
+  Value inv2 = b.div(k(b, 1, x), b.mul(x, x));
+  Value tail = b.mul(inv2, polynomial(b, inv2, c));
+  return b.add(acc, b.sub(b.sub(b.log(x), b.div(k(b, 0.5, x), x)), tail));
+}
+
+// ψ(x): reflection ψ(x) = ψ(1-x) - π/tan(πr) below 0 with r = x - round(x)
+// (exact and at most 1/2, so πr keeps its relative precision near the poles);
+// ∓∞ at ±0, NaN at negative integers.
+Value digamma(Builder& b, Value x) {
+  Value neg = lt(b, x, 0);
+  Value r = b.sub(x, b.unary("stablehlo.round_nearest_even", x));
+  Value pi_r = b.mul(k(b, M_PI, x), r);
+  Value reflect = b.div(k(b, M_PI, x), b.unary("stablehlo.tan", pi_r));
+  Value base = digamma_positive(b, b.select(neg, b.sub(k(b, 1, x), x), x));
+  Value out = b.select(neg, b.sub(base, reflect), base);
+  out = b.select(b.and_(neg, is_integer(b, x)), k(b, NAN, x), out);
+  return b.select(eq(b, x, 0), b.neg(b.div(k(b, 1, x), x)), out);
+}
+
+// CPU's trigamma: below 1/2, -π²/sin²(πx) and x → 1 - x with the sign
+// flipped; six recurrence steps; then 1/x + 1/(2x²) + Σ B_{2k}/x^{2k+1}.
+Value trigamma(Builder& b, Value x) {
+  Value reflect = lt(b, x, 0.5);
+  Value s = b.unary("stablehlo.sine", b.mul(k(b, M_PI, x), x));
+  Value pi2 = b.mul(k(b, M_PI, x), k(b, M_PI, x));
+  Value acc = b.select(reflect, b.neg(b.div(pi2, b.mul(s, s))), k(b, 0, x));
+  x = b.select(reflect, b.sub(k(b, 1, x), x), x);
+  for (int i = 0; i < 6; ++i) {
+    acc = b.add(acc, b.div(k(b, 1, x), b.mul(x, x)));
+    x = b.add(x, k(b, 1, x));
+  }
+  Value ixx = b.div(k(b, 1, x), b.mul(x, x));
+  Value inner = b.sub(k(b, 1.0 / 30, x), b.mul(ixx, k(b, 1.0 / 42, x)));
+  inner = b.mul(ixx, b.sub(k(b, 1.0 / 6, x), b.mul(ixx, inner)));
+  Value series = b.add(b.add(k(b, 1, x), b.div(k(b, 1, x), b.mul(k(b, 2, x), x))), inner);
+  acc = b.add(acc, b.div(series, x));
+  return b.select(reflect, b.neg(acc), acc);
+}
+
+// ---- Hurwitz zeta ----------------------------------------------------------------------
+
+// ±|v|^-s, negative for a negative base and an odd integer s.
+Value signed_power(Builder& b, Value v, Value s) {
+  Value mag = b.pow(b.abs(v), b.neg(s));
+  Value odd = b.compare(Compare::kNE, b.rem(s, k(b, 2, s)), k(b, 0, s));
+  return b.select(b.and_(lt(b, v, 0), odd), b.neg(mag), mag);
+}
+
+// Σ_{i<N} (q+i)^-s for a per-element N, in one loop to the largest N.
+Value zeta_direct(Builder& b, Value s, Value q, Value n) {
+  std::vector<int64_t> all(n.rank());
+  for (int64_t d = 0; d < n.rank(); ++d) all[d] = d;
+  Value last = reduce_max(b, b.convert(n, ElementType::kI64), all);
+  Value i0 = b.constant(ElementType::kI64, 0);
+  Values out = b.while_loop(
+      {i0, last, s, q, n, k(b, 0, q)},
+      [](Builder& w, const Values& st) { return Values{w.compare(Compare::kLT, st[0], st[1])}; },
+      [](Builder& w, const Values& st) {
+        Value i = w.broadcast_to(w.convert(st[0], st[3].dtype()), st[3].shape());
+        Value live = w.compare(Compare::kLT, i, st[4]);
+        Value term = signed_power(w, w.add(st[3], i), st[2]);
+        Value acc = w.select(live, w.add(st[5], term), st[5]);
+        return Values{w.add(st[0], w.constant(ElementType::kI64, 1)), st[1], st[2], st[3], st[4], acc};
+      });
+  return out[5];
+}
+
+// ζ(s, w) for w ≥ 10 + s by Euler–Maclaurin:
+// w^{1-s}/(s-1) + w^{-s}/2 + Σ_k B_{2k}/(2k)! (s)_{2k-1} w^{-s-2k+1}.
+Value zeta_tail(Builder& b, Value s, Value w) {
+  Value ws = b.pow(w, b.neg(s));
+  Value acc = b.add(b.div(b.mul(ws, w), b.sub(s, k(b, 1, s))), b.mul(ws, k(b, 0.5, s)));
+  Value rising = s, power = b.div(ws, w), inv2 = b.div(k(b, 1, w), b.mul(w, w));
+  double fact = 1;  // (2k)!
+  for (int j = 1; j <= 12; ++j) {
+    fact *= (2.0 * j - 1) * (2 * j);
+    acc = b.add(acc, b.mul(k(b, kBernoulli[j - 1] / fact, s), b.mul(rising, power)));
+    Value next = b.mul(b.add(s, k(b, 2.0 * j - 1, s)), b.add(s, k(b, 2.0 * j, s)));
+    rising = b.mul(rising, next);
+    power = b.mul(power, inv2);
+  }
+  return acc;
+}
+
+// CPU's domain: ∞ at s = 1, NaN below; for q ≤ 0, ∞ at integers and NaN
+// for a non-integer s.
+Value zeta(Builder& b, Value s, Value q) {
+  Value target = b.add(s, k(b, 10, s));
+  Value n = b.max(b.ceil(b.sub(target, q)), k(b, 0, q));
+  // Past a billion terms (q < -1e9 or s > 1e9) the loop is not run at all:
+  // such calls would not finish on CPU either.
+  n = b.select(b.or_(is_nan(b, n), gt(b, n, 1e9)), k(b, 0, q), n);
+  Value good_s = b.select(b.compare(Compare::kGE, s, k(b, 1, s)), s, k(b, 2, s));
+  Value r = b.add(zeta_direct(b, good_s, q, n), zeta_tail(b, good_s, b.add(q, n)));
+  Value q_pole = b.and_(b.compare(Compare::kLE, q, k(b, 0, q)), is_integer(b, q));
+  Value q_bad_s = b.and_(b.compare(Compare::kLE, q, k(b, 0, q)), b.not_(is_integer(b, s)));
+  r = b.select(q_bad_s, k(b, NAN, r), r);
+  r = b.select(q_pole, k(b, INFINITY, r), r);
+  r = b.select(lt(b, s, 1), k(b, NAN, r), r);
+  r = b.select(eq(b, s, 1), k(b, INFINITY, r), r);
+  return b.select(b.or_(is_nan(b, s), is_nan(b, q)), k(b, NAN, r), r);
+}
+
+// ψ^(n)(x) as CPU computes it: digamma, trigamma, else (-1)^{n+1} n! ζ(n+1, x).
+Value polygamma(Builder& b, int64_t n, Value x) {
+  if (n == 0) return digamma(b, x);
+  if (n == 1) return trigamma(b, x);
+  double factorial = std::exp(std::lgamma(n + 1.0));
+  Value z = zeta(b, k(b, double(n + 1), x), x);
+  return b.mul(k(b, (n % 2 ? 1 : -1) * factorial, x), z);
+}
+
+// ---- incomplete gamma ---------------------------------------------------------------------
+
+constexpr int kMaxIterations = 20000;  // ~√(a log(1/ε)) terms are needed near x = a
+
+// log(x^a e^-x / Γ(a+1)). For a ≥ 10 the large terms cancel analytically:
+// a log(x/a) - (x - a) - ½ log(2πa) - R(a), with a log(x/a) formed through
+// log1p and R the Stirling remainder of log Γ(a+1), so f32 keeps its digits
+// where x ≈ a ≫ 1.
+Value log_gamma_weight(Builder& b, Value a, Value x) {
+  Value direct = b.sub(b.sub(b.mul(a, b.log(x)), x), b.unary("chlo.lgamma", b.add(a, k(b, 1, a))));
+  Value big = gt(b, a, 10);
+  Value sa = b.select(big, a, k(b, 10, a));
+  Value d = b.sub(x, sa);
+  Value main = b.sub(b.mul(sa, b.unary("stablehlo.log_plus_one", b.div(d, sa))), d);
+  Value inv = b.div(k(b, 1, a), sa), inv2 = b.mul(inv, inv);
+  Value rest = b.mul(inv, polynomial(b, inv2, {1.0 / 12, -1.0 / 360, 1.0 / 1260, -1.0 / 1680, 1.0 / 1188}));
+  Value half_log = b.mul(k(b, 0.5, a), b.log(b.mul(k(b, 2 * M_PI, a), sa)));
+  return b.select(big, b.sub(b.sub(main, half_log), rest), direct);
+}
+
+// P(a, x) = x^a e^-x / Γ(a+1) Σ_n x^n / ((a+1)…(a+n)), for x < a + 1.
+Value igamma_series(Builder& b, Value a, Value x) {
+  double eps = epsilon(x);
+  Value i0 = b.constant(ElementType::kI64, 0);
+  Values out = b.while_loop(
+      {i0, a, x, k(b, 1, x), k(b, 1, x), a},
+      [eps](Builder& w, const Values& s) {
+        Value more = w.compare(Compare::kGT, w.abs(s[3]), w.mul(w.abs(s[4]), k(w, eps, s[4])));
+        Value cap = w.compare(Compare::kLT, s[0], w.constant(ElementType::kI64, kMaxIterations));
+        return Values{w.and_(cap, any(w, more))};
+      },
+      [](Builder& w, const Values& s) {
+        Value ap = w.add(s[5], k(w, 1, s[5]));
+        Value term = w.mul(s[3], w.div(s[2], ap));
+        return Values{w.add(s[0], w.constant(ElementType::kI64, 1)), s[1], s[2], term,
+                      w.add(s[4], term), ap};
+      });
+  return b.mul(out[4], b.exp(log_gamma_weight(b, a, x)));
+}
+
+// Q(a, x) = x^a e^-x / Γ(a) · 1/(x+1-a - 1(1-a)/(x+3-a - 2(2-a)/(…))), for x ≥ a + 1,
+// by Lentz's method. An element stops once its step factor is within a few
+// ulps of 1 (more steps would only random-walk its rounding).
+Value igammac_fraction(Builder& b, Value a, Value x) {
+  double eps = 4 * epsilon(x), tiny = wide(x) ? 1e-300 : 1e-30;
+  Value bb = b.sub(b.add(x, k(b, 1, x)), a);
+  Value d = b.div(k(b, 1, x), bb);
+  Value i0 = b.constant(ElementType::kI64, 1);
+  Value done = b.not_(b.and_(b.is_finite(x), b.is_finite(a)));  // their values are fixed later
+  // state: i, a, b_i, c, d, h, done
+  Values out = b.while_loop(
+      {i0, a, bb, k(b, 1 / tiny, x), d, d, done},
+      [](Builder& w, const Values& s) {
+        Value cap = w.compare(Compare::kLT, s[0], w.constant(ElementType::kI64, kMaxIterations));
+        return Values{w.and_(cap, any(w, w.not_(s[6])))};
+      },
+      [tiny, eps](Builder& w, const Values& s) {
+        Value fi = w.broadcast_to(w.convert(s[0], s[1].dtype()), s[1].shape());
+        Value an = w.mul(w.neg(fi), w.sub(fi, s[1]));
+        Value bn = w.add(s[2], k(w, 2, s[2]));
+        auto guard = [&](Value v) {
+          return w.select(w.compare(Compare::kLT, w.abs(v), k(w, tiny, v)), k(w, tiny, v), v);
+        };
+        Value dn = w.div(k(w, 1, bn), guard(w.add(w.mul(an, s[4]), bn)));
+        Value cn = guard(w.add(bn, w.div(an, s[3])));
+        Value delta = w.mul(dn, cn);
+        Value h = w.select(s[6], s[5], w.mul(s[5], delta));
+        Value close = w.compare(Compare::kLE, w.abs(w.sub(delta, k(w, 1, delta))), k(w, eps, delta));
+        return Values{w.add(s[0], w.constant(ElementType::kI64, 1)), s[1], bn, cn, dn, h,
+                      w.or_(s[6], close)};
+      });
+  return b.mul(b.mul(out[5], a), b.exp(log_gamma_weight(b, a, x)));
+}
+
+// P (lower = true) or Q, with CPU's edge values.
+Value incomplete_gamma(Builder& b, Value a, Value x, bool lower) {
+  Value use_series = b.compare(Compare::kLT, x, b.add(a, k(b, 1, a)));
+  Value ok = b.and_(gt(b, a, 0), gt(b, x, 0));
+  Value sa = b.select(ok, a, k(b, 1, a)), sx = b.select(ok, x, k(b, 1, x));
+  Value ser_a = b.select(use_series, sa, k(b, 1, a)), ser_x = b.select(use_series, sx, k(b, 0.5, x));
+  Value cf_a = b.select(use_series, k(b, 1, a), sa), cf_x = b.select(use_series, k(b, 3, x), sx);
+  Value p = igamma_series(b, ser_a, ser_x), q = igammac_fraction(b, cf_a, cf_x);
+  Value one = k(b, 1, x), zero = k(b, 0, x);
+  Value r = lower ? b.select(use_series, p, b.sub(one, q)) : b.select(use_series, b.sub(one, p), q);
+  Value a_inf = eq(b, a, INFINITY), x_inf = eq(b, x, INFINITY);
+  r = b.select(x_inf, lower ? one : zero, r);
+  r = b.select(a_inf, b.select(x_inf, k(b, NAN, x), lower ? zero : one), r);
+  r = b.select(eq(b, x, 0), lower ? zero : one, r);
+  r = b.select(eq(b, a, 0), b.select(gt(b, x, 0), lower ? one : zero, k(b, NAN, x)), r);
+  Value bad = b.or_(b.or_(lt(b, a, 0), lt(b, x, 0)), b.or_(is_nan(b, a), is_nan(b, x)));
+  return b.select(bad, k(b, NAN, x), r);
+}
+
+// ---- registration -------------------------------------------------------------------------
+
+TensorType compute_type(const Context& c) { return {accumulation_type(c.out().dtype), c.out().shape}; }
+
+void require_full_width(const Context& c) {
+  ElementType t = c.out().dtype;
+  if (t == ElementType::kF16 || t == ElementType::kBF16)
+    throw Unsupported(c.op + " is not implemented for 16-bit floats (as on CPU)");
+}
+
+Values digamma_op(Context& c, const Args& a) {
+  Value x = coerce(c.b, a[0].tensor, compute_type(c));
+  return {c.b.convert(digamma(c.b, x), c.out().dtype)};
+}
+
+// polygamma(n, self) and polygamma_(self, n).
+LoweringFn polygamma_op(size_t n_at, size_t x_at) {
+  return [n_at, x_at](Context& c, const Args& a) {
+    Value x = coerce(c.b, a[x_at].tensor, compute_type(c));
+    return Values{c.b.convert(polygamma(c.b, a[n_at].i, x), c.out().dtype)};
+  };
+}
+
+Values zeta_op(Context& c, const Args& a) {
+  require_full_width(c);
+  TensorType t = compute_type(c);
+  Value r = zeta(c.b, coerce(c.b, a[0].tensor, t), coerce(c.b, a[1].tensor, t));
+  return {c.b.convert(r, c.out().dtype)};
+}
+
+LoweringFn incomplete_gamma_op(bool lower) {
+  return [lower](Context& c, const Args& a) {
+    TensorType t = compute_type(c);
+    Value r = incomplete_gamma(c.b, coerce(c.b, a[0].tensor, t), coerce(c.b, a[1].tensor, t), lower);
+    return Values{c.b.convert(r, c.out().dtype)};
+  };
+}
+
+}  // namespace
+
+// Registered after the elementwise family: replaces its chlo-based digamma.
+void register_special_gamma(Registry& r) {
+  r.add("aten::digamma", digamma_op);
+  r.add("aten::polygamma", polygamma_op(0, 1));
+  r.add("aten::polygamma_", polygamma_op(1, 0));
+  for (const char* op : {"aten::special_zeta", "aten::special_zeta.self_scalar",
+                         "aten::special_zeta.other_scalar"})
+    r.add(op, zeta_op);
+  r.add("aten::igamma", incomplete_gamma_op(true));
+  r.add("aten::igammac", incomplete_gamma_op(false));
+}
+
+}  // namespace torch_tpu::lowering
