@@ -359,8 +359,7 @@ void register_elementwise(Registry& r) {
       {"asin", "chlo.asin"}, {"acos", "chlo.acos"}, {"atan", "chlo.atan"},
       {"sinh", "chlo.sinh"}, {"cosh", "chlo.cosh"}, {"asinh", "chlo.asinh"},
       {"acosh", "chlo.acosh"}, {"atanh", "chlo.atanh"}, {"lgamma", "chlo.lgamma"},
-      {"digamma", "chlo.digamma"},
-  };
+  };  // digamma: special_gamma.cc (CPU's values at the poles)
   for (const auto& [name, op] : math) r.add(std::string("aten::") + name, unary_rule(op));
 
   const std::pair<const char*, UnaryOp> unaries[] = {
