@@ -277,7 +277,13 @@ int Builder::region(const std::vector<TensorType>& arg_types, const RegionFn& bo
     args.push_back(v);
   }
   insertion_.push_back(index);
-  Values yielded = body(*this, args);
+  Values yielded;
+  try {
+    yielded = body(*this, args);
+  } catch (...) {
+    insertion_.pop_back();  // a failed body leaves later ops in the enclosing block
+    throw;
+  }
   append("stablehlo.return", yielded.data(), yielded.size(), nullptr, 0, {}, {});
   insertion_.pop_back();
   return index;

@@ -312,6 +312,23 @@ TEST(HloFingerprint, ClearStartsOverWithTheSameDigest) {
   EXPECT_EQ(reused.module(), fresh.module());
 }
 
+TEST(HloRegions, AFailedBodyLeavesTheEnclosingBlockCurrent) {
+  Builder b;
+  Value x = b.parameter({F32, {2}});
+  auto bad = [](Builder& r, const Values& a) -> Values {
+    r.add(a[0], a[1]);
+    throw TypeError("body failed");
+  };
+  EXPECT_THROW(b.reduce({x}, {b.constant(F32, 0)}, {0}, bad), TypeError);
+  Value y = b.neg(x);
+  b.set_results({y});
+  std::string text = b.module();
+  // The negation lands in the function body, right before the return.
+  EXPECT_NE(text.find("stablehlo.negate\"(%0) : (tensor<2xf32>) -> tensor<2xf32>\n    \"func.return\""),
+            std::string::npos)
+      << text;
+}
+
 TEST(HloTypes, Spelling) {
   EXPECT_EQ((TensorType{ElementType::kU8, {}}).str(), "tensor<ui8>");
   EXPECT_EQ((TensorType{ElementType::kC64, {0, 2}}).str(), "tensor<0x2xcomplex<f32>>");
