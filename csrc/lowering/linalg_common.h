@@ -96,6 +96,9 @@ inline Value take_rows(Builder& b, Value x, Value idx) {
   int64_t r = x.rank(), m = x.dim(r - 2), n = x.dim(r - 1), mo = idx.dim(r - 2);
   int64_t batch = 1;
   for (int64_t d = 0; d < r - 2; ++d) batch *= x.dim(d);
+  auto shape = x.shape();
+  shape[r - 2] = mo;
+  if (batch * m * n * mo == 0) return b.zeros(TensorType{x.dtype(), shape});
   Value flat = b.reshape(x, {batch * m, n});
   Value base = b.mul(b.iota(TensorType{ElementType::kI32, {batch, mo}}, 0),
                      splat(b, static_cast<double>(m), ElementType::kI32, {batch, mo}));
@@ -107,8 +110,6 @@ inline Value take_rows(Builder& b, Value x, Value idx) {
   g.index_vector_dim = 1;
   Value got = b.gather(flat, b.reshape(rows, {batch * mo, 1}), g, {1, n},
                        TensorType{x.dtype(), {batch * mo, n}});
-  auto shape = x.shape();
-  shape[r - 2] = mo;
   return b.reshape(got, shape);
 }
 

@@ -15,6 +15,12 @@ constexpr ElementType kI32 = ElementType::kI32;
 
 Value i32(Builder& b, int64_t v) { return b.constant(kI32, static_cast<double>(v)); }
 
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t d : v) p *= d;
+  return p;
+}
+
 // [B] → [B, m] along dim 0.
 Value rows_of(Builder& b, Value v, int64_t m) {
   return b.broadcast_in_dim(v, {v.dim(0), m}, {0});
@@ -98,12 +104,6 @@ LuState lu_loop(Builder& b, Value a, bool pivot) {
         return Values{w.add(s[0], i32(w, 1)), next.a, next.piv, next.perm, next.info};
       });
   return {out[1], out[2], out[3], out[4]};
-}
-
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t d : v) p *= d;
-  return p;
 }
 
 // LU of A [.., m, n] with batch shape restored; `piv` 0-based.
@@ -199,6 +199,7 @@ Value lu_solve_left(Builder& b, Value lu, Value perm, Value rhs, bool adjoint) {
 // already has the result's batch shape.
 Value lu_solve(Builder& b, Value lu, Value perm, Value rhs, bool left, bool adjoint) {
   const auto& shape = rhs.shape();
+  if (product(shape) == 0) return rhs;
   std::vector<int64_t> pshape(shape.begin(), shape.end() - 2);
   pshape.push_back(lu.dim(lu.rank() - 1));
   Value lub = batch_to(b, lu, shape);
@@ -206,6 +207,12 @@ Value lu_solve(Builder& b, Value lu, Value perm, Value rhs, bool left, bool adjo
   if (left) return lu_solve_left(b, lub, pb, rhs, adjoint);
   return transpose_last(b, lu_solve_left(b, lub, pb, transpose_last(b, rhs), !adjoint));
 }
+
+// PyTorch factors Aᵀ rather than A for det, slogdet and solve when A is
+// contiguous (saving a copy into column-major order), and their backward
+// formulas read the LU output that way. Tensors arrive here without strides,
+// so the contiguous case, by far the common one, is assumed.
+LuState factor_of(Builder& b, Value a) { return lu_factor(b, transpose_last(b, a)); }
 
 // ---- lowerings -----------------------------------------------------------------
 
@@ -259,13 +266,13 @@ Values inv_ex(Context& c, const Args& a) {
 Values solve_ex(Context& c, const Args& a) {
   Value x = a[0].tensor, rhs = a[1].tensor;
   require_real(c, x);
-  LuState s = lu_factor(c.b, x);
+  LuState s = factor_of(c.b, x);
   bool vector = rhs.rank() == 1 ||
                 (rhs.rank() == x.rank() - 1 && rhs.shape() == batch_dims(x, 1));
   auto shape = c.out(0).shape;
   if (vector) shape.push_back(1);
   if (vector) rhs = c.b.reshape(rhs, [&] { auto s2 = rhs.shape(); s2.push_back(1); return s2; }());
-  Value sol = lu_solve(c.b, s.a, s.perm, batch_to(c.b, rhs, shape), a[2].b, false);
+  Value sol = lu_solve(c.b, s.a, s.perm, batch_to(c.b, rhs, shape), a[2].b, /*adjoint=*/true);
   if (vector) sol = c.b.reshape(sol, c.out(0).shape);
   return {sol, s.a, one_based(c.b, s.piv), s.info};
 }
@@ -282,7 +289,7 @@ Value perm_sign(Builder& b, Value piv, ElementType dtype) {
 Values det(Context& c, const Args& a) {
   Value x = a[0].tensor;
   require_real(c, x);
-  LuState s = lu_factor(c.b, x);
+  LuState s = factor_of(c.b, x);
   Value d = diagonal(c.b, s.a);
   Value v = c.b.mul(reduce_prod(c.b, d, {d.rank() - 1}), perm_sign(c.b, s.piv, x.dtype()));
   return {v, s.a, one_based(c.b, s.piv)};
@@ -291,7 +298,7 @@ Values det(Context& c, const Args& a) {
 Values slogdet(Context& c, const Args& a) {
   Value x = a[0].tensor;
   require_real(c, x);
-  LuState s = lu_factor(c.b, x);
+  LuState s = factor_of(c.b, x);
   Value d = diagonal(c.b, s.a);
   int64_t last = d.rank() - 1;
   Value sign = c.b.unary("stablehlo.sign", d);

@@ -60,6 +60,7 @@ Value reflector(Builder& b, Value col, Value j) {
 // for j = k-1 .. 0 (descending: H_0 ⋯ H_{k-1} c = Q c) or 0 .. k-1 (Qᵀ c).
 Value apply_reflectors(Builder& b, Value v, Value tau, Value c, bool descending) {
   int64_t k = tau.dim(1);
+  if (k * c.dim(0) * c.dim(1) * c.dim(2) == 0) return c;
   Values out = b.while_loop(
       {i32(b, 0), v, tau, c},
       [k](Builder& w, const Values& s) { return Values{w.compare(Compare::kLT, s[0], i32(w, k))}; },
@@ -99,6 +100,7 @@ Values geqrf_step(Builder& b, Value j, Value a, Value taus) {
 // geqrf of [B, m, n] → {packed, tau [B, k]}.
 Values geqrf_flat(Builder& b, Value a) {
   int64_t k = std::min(a.dim(1), a.dim(2));
+  if (k * a.dim(0) == 0) return {a, b.zeros(TensorType{a.dtype(), {a.dim(0), k}})};
   Values out = b.while_loop(
       {i32(b, 0), a, b.zeros(TensorType{a.dtype(), {a.dim(0), k}})},
       [k](Builder& w, const Values& s) { return Values{w.compare(Compare::kLT, s[0], i32(w, k))}; },
