@@ -208,9 +208,9 @@ Value lu_solve(Builder& b, Value lu, Value perm, Value rhs, bool left, bool adjo
   return transpose_last(b, lu_solve_left(b, lub, pb, transpose_last(b, rhs), !adjoint));
 }
 
-// PyTorch factors Aᵀ rather than A for det, slogdet and solve when A is
-// contiguous (saving a copy into column-major order), and their backward
-// formulas read the LU output that way. Tensors arrive here without strides,
+// PyTorch factors Aᵀ rather than A for det and slogdet when A is contiguous
+// (saving a copy into column-major order), and their backward formulas read
+// the LU output that way (solve factors A itself). Tensors arrive here without strides,
 // so the contiguous case, by far the common one, is assumed.
 LuState factor_of(Builder& b, Value a) { return lu_factor(b, transpose_last(b, a)); }
 
@@ -266,13 +266,13 @@ Values inv_ex(Context& c, const Args& a) {
 Values solve_ex(Context& c, const Args& a) {
   Value x = a[0].tensor, rhs = a[1].tensor;
   require_real(c, x);
-  LuState s = factor_of(c.b, x);
+  LuState s = lu_factor(c.b, x);
   bool vector = rhs.rank() == 1 ||
                 (rhs.rank() == x.rank() - 1 && rhs.shape() == batch_dims(x, 1));
   auto shape = c.out(0).shape;
   if (vector) shape.push_back(1);
   if (vector) rhs = c.b.reshape(rhs, [&] { auto s2 = rhs.shape(); s2.push_back(1); return s2; }());
-  Value sol = lu_solve(c.b, s.a, s.perm, batch_to(c.b, rhs, shape), a[2].b, /*adjoint=*/true);
+  Value sol = lu_solve(c.b, s.a, s.perm, batch_to(c.b, rhs, shape), a[2].b, false);
   if (vector) sol = c.b.reshape(sol, c.out(0).shape);
   return {sol, s.a, one_based(c.b, s.piv), s.info};
 }
@@ -311,8 +311,10 @@ Values slogdet(Context& c, const Args& a) {
 
 void register_linalg_qr(Registry& r);
 void register_linalg_eig(Registry& r);
+void register_linalg_matfn(Registry& r);
 
-// LU and its uses here; QR and the eigensolvers register from their files.
+// LU and its uses here; QR, the eigensolvers and matrix functions register
+// from their files.
 void register_linalg_factorizations(Registry& r) {
   r.add("aten::linalg_lu_factor_ex", lu_factor_ex);
   r.add("aten::linalg_lu", linalg_lu);
@@ -324,6 +326,7 @@ void register_linalg_factorizations(Registry& r) {
   r.add("aten::_linalg_slogdet", slogdet);
   register_linalg_qr(r);
   register_linalg_eig(r);
+  register_linalg_matfn(r);
 }
 
 }  // namespace torch_tpu::lowering

@@ -117,13 +117,6 @@ Value unflat(Builder& b, Value x, const std::vector<int64_t>& batch) {
   return b.reshape(x, shape);
 }
 
-Values geqrf(Context& c, const Args& a) {
-  Value x = a[0].tensor;
-  require_real(c, x);
-  Values qr = geqrf_flat(c.b, flat3(c.b, x));
-  return {c.b.reshape(qr[0], x.shape()), c.b.reshape(qr[1], c.out(1).shape)};
-}
-
 // Q's first `cols` columns from packed reflectors [B, m, n] and tau [B, k].
 Value q_of(Builder& b, Value packed, Value tau, int64_t cols) {
   Value id = eye(b, packed.dtype(), {packed.dim(0)}, packed.dim(1), cols);
@@ -180,8 +173,9 @@ Value householder_q(Builder& b, Value packed, Value tau, int64_t cols) {
 }
 }  // namespace linalg
 
+// aten::geqrf itself is not registered: PyTorch has no meta function for it,
+// which the tpu kernel needs for output shapes (linalg_lstsq lacks one too).
 void register_linalg_qr(Registry& r) {
-  r.add("aten::geqrf", geqrf);
   r.add("aten::linalg_householder_product", householder_product);
   r.add("aten::ormqr", ormqr);
   r.add("aten::linalg_qr", linalg_qr);

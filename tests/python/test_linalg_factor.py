@@ -127,3 +127,11 @@ def test_grads_through_composite_formulas(highest_precision):
                atol=1e-4, rtol=1e-4)
     check_grad(lambda x: torch.linalg.eigvalsh(x).sum(), rand(3, 3), grad=torch.tensor(1.0),
                atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("scale, dtype", [(0.1, torch.float32), (10.0, torch.float64)])
+def test_matrix_exp_scaling_and_squaring(scale, dtype):
+    a = rand(2, 4, 4, dtype=dtype) * scale
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else {}
+    check(torch.linalg.matrix_exp, a, **tol)
+    check(torch.linalg.matrix_exp, torch.zeros(3, 3, dtype=dtype))
