@@ -1,7 +1,8 @@
 // Matrix functions: linalg_matrix_exp by scaling and squaring. A is scaled by
-// 2^-s so that its 1-norm is at most 1/2, the exponential of the scaled
+// 2^-s so that its 1-norm is within a bound, the exponential of the scaled
 // matrix is a degree-18 Taylor polynomial (Horner form, truncation error
-// below f64 rounding), and the result is squared s times, s per matrix.
+// below the dtype's rounding), and the result is squared s times, s per
+// matrix.
 // Products are full f32/f64 contractions; 16-bit inputs compute in f32.
 #include <cmath>
 
@@ -17,10 +18,16 @@ constexpr ElementType kI32 = ElementType::kI32;
 constexpr int kTaylorDegree = 18;
 constexpr int kMaxSquarings = 64;
 
-// Per matrix of x [B, n, n]: the number of halvings s that bring ‖x‖₁ to 1/2.
+// The largest ‖x‖₁ at which the degree-18 Taylor polynomial is accurate to
+// the dtype's rounding; CPU PyTorch scales to these same bounds, so the two
+// square equally often and their rounding errors grow alike.
+double taylor_bound(ElementType t) { return t == ElementType::kF64 ? 1.09 : 3.01; }
+
+// Per matrix of x [B, n, n]: the number of halvings s that bring ‖x‖₁ within
+// the Taylor bound.
 Value squarings(Builder& b, Value x) {
   Value norm = reduce_max(b, reduce_sum(b, b.abs(x), {1}), {1});
-  Value half = splat_like(b, 0.5, norm);
+  Value half = splat_like(b, taylor_bound(x.dtype()), norm);
   Value s = b.ceil(b.div(b.log(b.div(norm, half)), splat_like(b, std::log(2.0), norm)));
   s = b.select(b.is_finite(s), s, b.select(b.compare(Compare::kGT, norm, half),
                                             splat_like(b, kMaxSquarings, s), splat_like(b, 0, s)));
