@@ -112,6 +112,7 @@ Values int_mm(Context& c, const Args& a) {
 }  // namespace
 
 void register_linalg_decompositions(Registry& r);
+void register_linalg_factorizations(Registry& r);  // linalg_factor.cc
 
 void register_linalg(Registry& r) {
   r.add("aten::mm", dot_rule(matrix()));
@@ -129,6 +130,7 @@ void register_linalg(Registry& r) {
   r.add("aten::bmm.dtype", out_dtype_rule(batched()));
   r.add("aten::_int_mm", int_mm);
   register_linalg_decompositions(r);
+  register_linalg_factorizations(r);
 }
 
 }  // namespace torch_tpu::lowering

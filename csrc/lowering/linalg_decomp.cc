@@ -1,47 +1,15 @@
 // Factorizations and solves that StableHLO has natively: Cholesky and
 // triangular solves, and what follows from them (cholesky_inverse, the
 // cholesky_solve helper). Real dtypes only: the complex forms need conjugate
-// transposes. LU (solve, inv, det) is not a StableHLO op and is not lowered.
-#include "helpers.h"
+// transposes. LU, QR and the eigensolvers are hand-written loops in linalg_factor.cc,
+// linalg_qr.cc and linalg_eig.cc.
+#include "linalg_common.h"
 
 namespace torch_tpu::lowering {
 
 namespace {
 
-using hlo::Compare;
-
-void require_real(const Context& c, Value x) {
-  if (!hlo::is_float(x.dtype()) || hlo::is_complex(x.dtype()))
-    throw Unsupported(c.op + " on " + x.type().str() + " (real floating point only)");
-}
-
-// i1 mask of the lower (row >= col) or upper triangle of matrices `shape`.
-Value triangle_mask(Builder& b, const std::vector<int64_t>& shape, bool lower) {
-  int64_t r = static_cast<int64_t>(shape.size());
-  TensorType idx{ElementType::kI32, shape};
-  Value row = b.iota(idx, r - 2), col = b.iota(idx, r - 1);
-  return b.compare(lower ? Compare::kGE : Compare::kLE, row, col);
-}
-
-Value triangle(Builder& b, Value x, bool lower) {
-  return b.select(triangle_mask(b, x.shape(), lower), x, splat_like(b, 0, x));
-}
-
-// Swaps the last two dims.
-Value transpose_last(Builder& b, Value x) {
-  std::vector<int64_t> perm(x.rank());
-  for (int64_t i = 0; i < x.rank(); ++i) perm[i] = i;
-  std::swap(perm[x.rank() - 1], perm[x.rank() - 2]);
-  return b.transpose(x, perm);
-}
-
-// x's batch dims broadcast to those of `like`, its matrix dims kept.
-Value batch_to(Builder& b, Value x, const std::vector<int64_t>& like) {
-  std::vector<int64_t> shape(like.begin(), like.end() - 2);
-  shape.push_back(x.dim(x.rank() - 2));
-  shape.push_back(x.dim(x.rank() - 1));
-  return b.broadcast_to(x, shape);
-}
+using namespace linalg;
 
 // 0 when the factorization succeeded, else 1 + the first row of L that is
 // not finite. LAPACK's info is the order of the first leading minor that is
