@@ -131,6 +131,102 @@ Values upsample_bicubic2d_backward(Context& c, const Args& a) {
   return {c.b.convert(y, c.out().dtype)};
 }
 
+
+// ---- antialiased bilinear ----------------------------------------------------
+//
+// _upsample_bilinear2d_aa: each output position averages the input under a
+// triangle filter stretched by the downscale factor (PyTorch's separable
+// antialias kernel, width first). Like bicubic, positions and weights are
+// computed here in the kernel's C++ type and enter as exact constants.
+
+// Up to `count` taps per output position; weights are 0 past a window's end.
+struct WideTaps {
+  std::vector<std::vector<int64_t>> index;
+  std::vector<std::vector<double>> weight;
+};
+
+template <typename T>
+WideTaps aa_taps(int64_t in, int64_t out, bool align_corners, const Arg& scale_arg) {
+  T scale;
+  if (align_corners) scale = out > 1 ? T(in - 1) / T(out - 1) : T(0);
+  else if (!scale_arg.none() && scale_arg.d > 0) scale = T(1.0 / scale_arg.d);
+  else scale = T(in) / T(out);
+  T support = scale >= 1 ? scale : T(1);
+  T invscale = scale >= 1 ? T(1) / scale : T(1);
+  int64_t count = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  WideTaps t{std::vector<std::vector<int64_t>>(count), std::vector<std::vector<double>>(count)};
+  for (int64_t i = 0; i < out; ++i) {
+    T center = static_cast<T>(scale * (i + 0.5));
+    int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    int64_t size = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in) - lo;
+    size = std::clamp<int64_t>(size, 0, count);
+    std::vector<T> w(count, T(0));
+    T total = 0;
+    for (int64_t j = 0; j < size; ++j) {
+      T x = static_cast<T>((j + lo - center + 0.5) * invscale);
+      x = x < 0 ? -x : x;
+      w[j] = x < 1 ? T(1) - x : T(0);
+      total += w[j];
+    }
+    for (int64_t j = 0; j < count; ++j) {
+      if (total != 0 && j < size) w[j] /= total;
+      t.index[j].push_back(std::min(lo + j, in - 1));
+      t.weight[j].push_back(static_cast<double>(w[j]));
+    }
+  }
+  return t;
+}
+
+WideTaps aa_taps_for(int64_t in, int64_t out, bool align_corners, const Arg& scale, ElementType t) {
+  return t == ElementType::kF64 ? aa_taps<double>(in, out, align_corners, scale)
+                                : aa_taps<float>(in, out, align_corners, scale);
+}
+
+Value wide_weights(Builder& b, const WideTaps& taps, size_t k, Value like, int64_t dim) {
+  return b.broadcast_in_dim(exact_constant(b, taps.weight[k], like.dtype()), like.shape(), {dim});
+}
+
+// _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h, scales_w).
+Values upsample_bilinear2d_aa(Context& c, const Args& a) {
+  Value x = a[0].tensor;
+  ElementType t = opmath(x.dtype());
+  Value y = c.b.convert(x, t);
+  for (int64_t i = 1; i >= 0; --i) {  // width first, as the CPU kernel
+    int64_t dim = x.rank() - 2 + i, in = x.dim(dim), out = c.out().shape[dim];
+    if (in == out) continue;
+    WideTaps taps = aa_taps_for(in, out, a[2].b, a[3 + i], t);
+    Value sum;
+    for (size_t k = 0; k < taps.index.size(); ++k) {
+      Value v = take_static(c.b, y, dim, taps.index[k]);
+      v = c.b.mul(v, wide_weights(c.b, taps, k, v, dim));
+      sum = k == 0 ? v : c.b.add(sum, v);
+    }
+    y = sum;
+  }
+  return {c.b.convert(y, c.out().dtype)};
+}
+
+// _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size,
+// align_corners, scales_h, scales_w).
+Values upsample_bilinear2d_aa_backward(Context& c, const Args& a) {
+  Value g = a[0].tensor;
+  ElementType t = opmath(g.dtype());
+  Value y = c.b.convert(g, t);
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t dim = g.rank() - 2 + i, in = a[2].ints[dim];
+    if (in == g.dim(dim)) continue;
+    WideTaps taps = aa_taps_for(in, g.dim(dim), a[3].b, a[4 + i], t);
+    Value sum;
+    for (size_t k = 0; k < taps.index.size(); ++k) {
+      Value v = add_static(c.b, c.b.mul(y, wide_weights(c.b, taps, k, y, dim)), dim,
+                           taps.index[k], in);
+      sum = k == 0 ? v : c.b.add(sum, v);
+    }
+    y = sum;
+  }
+  return {c.b.convert(y, c.out().dtype)};
+}
+
 }  // namespace
 
 void register_grid_sample(Registry& r);  // grid_sample.cc
@@ -138,6 +234,8 @@ void register_grid_sample(Registry& r);  // grid_sample.cc
 void register_misc_sampling(Registry& r) {
   r.add("aten::upsample_bicubic2d", upsample_bicubic2d);
   r.add("aten::upsample_bicubic2d_backward", upsample_bicubic2d_backward);
+  r.add("aten::_upsample_bilinear2d_aa", upsample_bilinear2d_aa);
+  r.add("aten::_upsample_bilinear2d_aa_backward", upsample_bilinear2d_aa_backward);
   register_grid_sample(r);
 }
 
