@@ -1,6 +1,7 @@
 // Reductions into places named by index tensors: index_reduce, max_unpool,
 // segment_reduce (and its backward) and embedding_renorm. Registered from
-// register_indexing (indexing.cc). Index semantics: see indexing.h.
+// register_indexing (indexing.cc), with the histograms of histogram.cc.
+// Index semantics: see indexing.h.
 #include <cmath>
 
 #include "indexing.h"
@@ -303,6 +304,8 @@ Values embedding_renorm(Context& c, const Args& a) {
 
 }  // namespace
 
+void register_histogram(Registry& r);  // histogram.cc
+
 void register_indexing_reduce(Registry& r) {
   r.add("aten::index_reduce", index_reduce);
   r.add("aten::max_unpool2d", max_unpool);
@@ -310,6 +313,7 @@ void register_indexing_reduce(Registry& r) {
   r.add("aten::segment_reduce", segment_reduce);
   r.add("aten::_segment_reduce_backward", segment_reduce_backward);
   r.add("aten::embedding_renorm", embedding_renorm);
+  register_histogram(r);
 }
 
 }  // namespace torch_tpu::lowering
