@@ -76,6 +76,12 @@ at::Tensor histogramdd_cts_meta(const at::Tensor& self, at::IntArrayRef bins,
   return meta_like(bins, self.scalar_type());
 }
 
+at::Tensor ctc_loss_backward_meta(const at::Tensor& grad, const at::Tensor& log_probs,
+                                  const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+                                  const at::Tensor&, const at::Tensor&, int64_t, bool) {
+  return meta_like(log_probs.sizes(), log_probs.scalar_type());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
@@ -86,6 +92,7 @@ TORCH_LIBRARY_IMPL(aten, Meta, m) {
   m.impl("_histogramdd_bin_edges", TORCH_FN(histogramdd_edges_meta));
   m.impl("_histogramdd_from_bin_tensors", TORCH_FN(histogramdd_tensors_meta));
   m.impl("_histogramdd_from_bin_cts", TORCH_FN(histogramdd_cts_meta));
+  m.impl("_ctc_loss_backward", TORCH_FN(ctc_loss_backward_meta));
 }
 
 }  // namespace torch_tpu::aten
