@@ -3,6 +3,7 @@
 // register_indexing (indexing.cc), with the histograms of histogram.cc.
 // Index semantics: see indexing.h.
 #include <cmath>
+#include <cstdint>
 
 #include "indexing.h"
 #include "reduction.h"
@@ -45,7 +46,9 @@ Values index_reduce(Context& c, const Args& a) {
   bool include_self = a[5].b;
   ElementType t = self.dtype();
   double init = reduce == "prod" ? 1 : reduce == "amax" ? lowest(t) : reduce == "amin" ? highest(t) : 0;
-  Value base = include_self ? self : index_scatter(b, self, at, b.constant(t, init), Combine::kReplace);
+  // int64's largest value is not a double: spell it as an integer.
+  Value fill = t == kI64 && reduce == "amin" ? b.constant_int(t, INT64_MAX) : b.constant(t, init);
+  Value base = include_self ? self : index_scatter(b, self, at, fill, Combine::kReplace);
   Value r;
   if (reduce == "mean") {
     Value sum = index_scatter(b, base, at, src, Combine::kAdd);

@@ -156,3 +156,10 @@ def test_ctc_loss_impossible_alignment_is_infinite_or_zeroed():
         check(fn, log_probs, targets)
     check_grad(lambda lp: F.ctc_loss(lp, targets.to(lp.device), [3], [3], zero_infinity=True),
                log_probs, grad=torch.tensor(1.0))
+
+
+def test_index_reduce_int64_amin_without_self_starts_from_the_largest_int64():
+    x = torch.full((3,), 2**62)
+    src = torch.tensor([2**62 + 5, 7])
+    check(lambda x, i, s: x.index_reduce(0, i, s, "amin", include_self=False), x,
+          torch.tensor([0, 0]), src)
