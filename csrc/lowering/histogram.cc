@@ -42,7 +42,7 @@ Value column(Builder& b, Value pts, int64_t d) {
 }
 
 // Edges of `bins` equal bins over range (a list of 2 D doubles) or the data's
-// extent, widened by 0.5 each way when empty.
+// extent ([0, 1] without data), widened by 0.5 each way when empty.
 std::vector<Value> even_edges(Builder& b, Value pts, const std::vector<int64_t>& bins,
                               const Arg& range) {
   std::vector<Value> out;
@@ -56,8 +56,9 @@ std::vector<Value> even_edges(Builder& b, Value pts, const std::vector<int64_t>&
       Value col = column(b, pts, static_cast<int64_t>(d));
       lo = b.convert(reduce_min(b, col, {0}), wide);
       hi = b.convert(reduce_max(b, col, {0}), wide);
-    } else {
-      lo = hi = b.constant(wide, 0);
+    } else {  // no data: [0, 1], as NumPy
+      lo = b.constant(wide, 0);
+      hi = b.constant(wide, 1);
     }
     Value same = b.compare(Compare::kEQ, lo, hi);
     lo = b.select(same, b.sub(lo, b.constant(wide, 0.5)), lo);

@@ -47,16 +47,17 @@ Value labels(Builder& b, Value targets, const std::vector<int64_t>& tl, int64_t 
   return b.reshape(r, {n, max_len});
 }
 
-Ctc ctc(Builder& b, Value log_probs, Value targets, const Arg& il, const Arg& tl, int64_t blank) {
+// `states` is log_alpha's last dim as PyTorch sizes it: 2 * max(target_lengths) + 1.
+Ctc ctc(Builder& b, Value log_probs, Value targets, const Arg& il, const Arg& tl, int64_t blank,
+        int64_t states) {
   Ctc c;
   c.t = log_probs.dim(0);
   c.n = log_probs.dim(1);
   c.classes = log_probs.dim(2);
   c.input_lengths = il.ints;
   c.target_lengths = tl.ints;
-  int64_t max_len = targets.rank() == 2 ? targets.dim(1)
-                    : tl.ints.empty() ? 0 : *std::max_element(tl.ints.begin(), tl.ints.end());
-  c.states = 2 * max_len + 1;
+  int64_t max_len = (states - 1) / 2;
+  c.states = states;
   Value lab = labels(b, targets, tl.ints, max_len);  // [N, L]
   // Interleave with blanks: state 2k+1 is label k.
   Value blanks = b.full({kI64, {c.n, max_len, 1}}, static_cast<double>(blank));
@@ -124,7 +125,7 @@ Value at_states(Builder& b, Value x, const std::vector<int64_t>& s) {
 Values ctc_loss(Context& c, const Args& a) {
   Builder& b = c.b;
   ElementType ty = c.out(0).dtype;
-  Ctc k = ctc(b, b.convert(a[0].tensor, ty), a[1].tensor, a[2], a[3], a[4].i);
+  Ctc k = ctc(b, b.convert(a[0].tensor, ty), a[1].tensor, a[2], a[3], a[4].i, c.out(1).shape[2]);
   Value zero = b.constant_int(kI64, 0);
   Value lp0 = row(b, k.lp, zero);
   Value first = b.compare(Compare::kLT, b.iota({kI64, {k.n, k.states}}, 1),
@@ -169,7 +170,7 @@ Values ctc_loss_backward(Context& c, const Args& a) {
   const TensorType& out = c.out();
   ElementType ty = out.dtype;
   Value lp = b.convert(a[1].tensor, ty);
-  Ctc k = ctc(b, lp, a[2].tensor, a[3], a[4], a[7].i);
+  Ctc k = ctc(b, lp, a[2].tensor, a[3], a[4], a[7].i, a[6].tensor.dim(2));
   // The last row of beta: blank and last label at each sample's end state.
   std::vector<int64_t> s1, s2;
   for (int64_t l : k.target_lengths) {
