@@ -219,9 +219,8 @@ Value write(Builder& b, Value acc, Value update, const Tap& t) {
                    [](Builder& q, const Values& v) { return Values{q.add(v[0], v[1])}; });
 }
 
-ElementType opmath(ElementType t) {
-  return t == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
-}
+// PyTorch's CPU kernels compute in the tensor's own type, 16-bit floats too.
+ElementType opmath(ElementType t) { return t; }
 
 // NC[S...] → N[S...]C and back.
 std::vector<int64_t> to_last(int64_t rank) {
