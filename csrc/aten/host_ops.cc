@@ -1,6 +1,6 @@
 // Operators whose result shape depends on tensor values: nonzero,
-// masked_select, boolean-mask indexing and repeat_interleave. Each reads the
-// values that decide the shape to the host (a sync), computes there what
+// masked_select, boolean-mask indexing, repeat_interleave and bincount. Each
+// reads the values that decide the shape to the host (a sync), computes there what
 // fixes the shape, and leaves the data movement to the device lowerings
 // (`_unsafe_index`, `_unsafe_index_put`). None of these names may also be a
 // lowering in the registry, or the generic registration would claim it too.
@@ -119,6 +119,36 @@ at::Tensor repeat_interleave_tensor(const at::Tensor& repeats, std::optional<c10
   return at::repeat_interleave(to_cpu(repeats), n).to(repeats.device());
 }
 
+
+// bincount: the length (largest value + 1, at least minlength) needs the
+// values on the host; the counting is a device scatter-add.
+at::Tensor bincount_tensor(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+                           c10::SymInt minlength_arg) {
+  int64_t minlength = minlength_arg.expect_int();
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+              "bincount only supports 1-d non-negative integral inputs.");
+  bool weighted = weights.has_value() && weights->defined();
+  TORCH_CHECK(!weighted || (weights->dim() == 1 && weights->size(0) == self.size(0)),
+              "weights should be 1-d and have the same length as input");
+  int64_t n = minlength;
+  if (self.numel() > 0) {
+    at::Tensor host = to_cpu(self);
+    TORCH_CHECK(host.min().item<int64_t>() >= 0,
+                "bincount only supports 1-d non-negative integral inputs.");
+    n = std::max(n, host.max().item<int64_t>() + 1);
+  }
+  // CPU counts in float for float weights, in double for any other weights.
+  at::ScalarType dtype = !weighted ? at::kLong
+                         : weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble;
+  at::Tensor out = at::zeros({n}, self.options().dtype(dtype));
+  if (self.numel() == 0) return out;
+  at::Tensor values = weighted ? on_device(*weights, self).to(dtype) : at::ones({self.numel()}, out.options());
+  IndexList indices;
+  indices.push_back(self);
+  return at::_unsafe_index_put(out, indices, values, true);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -131,6 +161,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero.out", nonzero_out);
   m.impl("nonzero_static", nonzero_static_tensor);
   m.impl("repeat_interleave.Tensor", repeat_interleave_tensor);
+  m.impl("bincount", bincount_tensor);
 }
 
 }  // namespace torch_tpu::aten

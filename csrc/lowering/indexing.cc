@@ -357,6 +357,8 @@ Value prefix_sum(Builder& b, Value x) {
   return x;
 }
 
+void register_indexing_reduce(Registry& r);  // indexing_reduce.cc
+
 void register_indexing(Registry& r) {
   r.add("aten::_unsafe_index.Tensor", [](Context& c, const Args& a) {
     return Values{index_gather(c.b, a[0].tensor, a[1].tensors, c.out())};
@@ -378,6 +380,7 @@ void register_indexing(Registry& r) {
   r.add("aten::put", put);
   r.add("aten::masked_scatter", masked_scatter);
   r.add("aten::embedding_dense_backward", embedding_dense_backward);
+  register_indexing_reduce(r);
 }
 
 }  // namespace torch_tpu::lowering

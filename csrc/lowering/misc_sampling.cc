@@ -1,6 +1,6 @@
-// Resampling outside the interpolate family of upsample.cc: bicubic
-// upsampling and 2-d grid sampling (F.grid_sample), forward and backward.
-// Registered from register_misc (misc.cc).
+// Resampling outside the interpolate family of upsample.cc: bicubic and
+// antialiased bilinear upsampling, forward and backward; grid sampling is in
+// grid_sample.cc. Registered from register_misc (misc.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -131,233 +131,112 @@ Values upsample_bicubic2d_backward(Context& c, const Args& a) {
   return {c.b.convert(y, c.out().dtype)};
 }
 
-// ---- grid sampling -----------------------------------------------------------
+
+// ---- antialiased bilinear ----------------------------------------------------
 //
-// grid_sampler_2d(input [N, C, H, W], grid [N, Ho, Wo, 2], interpolation,
-// padding, align_corners): grid (x, y) in [-1, 1] is mapped to source pixels,
-// padded (0 zeros, 1 border, 2 reflection), and read bilinearly (0) or at the
-// nearest pixel (1). Corners outside the input read as zero. The backward
-// scatter-adds into the input and differentiates through the mapping.
+// _upsample_bilinear2d_aa: each output position averages the input under a
+// triangle filter stretched by the downscale factor (PyTorch's separable
+// antialias kernel, width first). Like bicubic, positions and weights are
+// computed here in the kernel's C++ type and enter as exact constants.
 
-enum Interp { kBilinear = 0, kNearest = 1 };
-enum Padding { kZeros = 0, kBorder = 1, kReflection = 2 };
-
-// A source coordinate and its derivative by the grid coordinate.
-struct Coord {
-  Value v, grad;
+// Up to `count` taps per output position; weights are 0 past a window's end.
+struct WideTaps {
+  std::vector<std::vector<int64_t>> index;
+  std::vector<std::vector<double>> weight;
 };
 
-Value full_like(Builder& b, Value like, double v) { return splat_like(b, v, like); }
-
-// clip_coordinates_set_grad: into [0, size-1]; the derivative is 0 outside.
-Coord clip(Builder& b, Coord c, int64_t size) {
-  Value lo = full_like(b, c.v, 0), hi = full_like(b, c.v, static_cast<double>(size - 1));
-  Value inside = b.and_(b.compare(Compare::kGT, c.v, lo), b.compare(Compare::kLT, c.v, hi));
-  Value v = b.select(b.compare(Compare::kLE, c.v, lo), lo, b.select(inside, c.v, hi));
-  return {v, b.select(inside, c.grad, full_like(b, c.v, 0))};
-}
-
-// reflect_coordinates_set_grad over [twice_low/2, twice_high/2].
-Coord reflect(Builder& b, Coord c, int64_t twice_low, int64_t twice_high) {
-  if (twice_low == twice_high) return {full_like(b, c.v, 0), full_like(b, c.v, 0)};
-  double lo = twice_low / 2.0, span = (twice_high - twice_low) / 2.0;
-  Value d = b.sub(c.v, full_like(b, c.v, lo));
-  Value neg = b.compare(Compare::kLT, d, full_like(b, d, 0));
-  Value sign = b.select(neg, full_like(b, d, -1), full_like(b, d, 1));
-  d = b.abs(d);
-  Value extra = b.rem(d, full_like(b, d, span));
-  Value flips = b.floor(b.div(d, full_like(b, d, span)));
-  Value even = b.compare(Compare::kEQ, b.rem(flips, full_like(b, d, 2)), full_like(b, d, 0));
-  Value v = b.select(even, b.add(extra, full_like(b, d, lo)),
-                     b.add(b.sub(full_like(b, d, span), extra), full_like(b, d, lo)));
-  return {v, b.mul(c.grad, b.select(even, sign, b.neg(sign)))};
-}
-
-// grid_sampler_compute_source_index_set_grad.
-Coord source(Builder& b, Value g, int64_t size, int64_t padding, bool align) {
-  double scale = align ? (size - 1) / 2.0 : size / 2.0;
-  Value v = b.mul(b.add(g, full_like(b, g, 1)), full_like(b, g, scale));
-  if (!align) v = b.sub(v, full_like(b, g, 0.5));
-  Coord c{v, full_like(b, g, scale)};
-  if (padding == kBorder) return clip(b, c, size);
-  if (padding == kReflection) {
-    c = align ? reflect(b, c, 0, 2 * (size - 1)) : reflect(b, c, -1, 2 * size - 1);
-    return clip(b, c, size);
-  }
-  return c;
-}
-
-// A pixel read at integer source coords (iy, ix) [N, Ho, Wo], with `valid`
-// (false outside the input); reads and writes use clamped positions.
-struct Corner {
-  Value indices, valid;  // i64 [N, Ho, Wo, 3] (n, y, x); i1 [N, Ho, Wo]
-};
-
-Corner corner(Builder& b, Value iy, Value ix, int64_t h, int64_t w) {
-  auto in_range = [&](Value i, int64_t n) {
-    return b.and_(b.compare(Compare::kGE, i, full_like(b, i, 0)),
-                  b.compare(Compare::kLT, i, full_like(b, i, static_cast<double>(n))));
-  };
-  Value valid = b.and_(in_range(iy, h), in_range(ix, w));
-  std::vector<int64_t> col = iy.shape();
-  col.push_back(1);
-  auto clamped = [&](Value i, int64_t n) {
-    return b.reshape(b.clamp(full_like(b, i, 0), i, full_like(b, i, static_cast<double>(n - 1))),
-                     col);
-  };
-  Value batch = b.reshape(b.iota(TensorType{kI64, iy.shape()}, 0), col);
-  return {b.concatenate({batch, clamped(iy, h), clamped(ix, w)}, 3), valid};
-}
-
-hlo::GatherDims pixel_gather() {
-  hlo::GatherDims d;
-  d.offset_dims = {3};
-  d.collapsed_slice_dims = d.start_index_map = {0, 1, 2};
-  d.index_vector_dim = 3;
-  return d;
-}
-
-// input [N, H, W, C] at the corner: [N, Ho, Wo, C], zero where invalid.
-Value read(Builder& b, Value input, const Corner& k) {
-  std::vector<int64_t> shape = k.valid.shape();
-  shape.push_back(input.dim(3));
-  Value v = b.gather(input, k.indices, pixel_gather(), {1, 1, 1, input.dim(3)},
-                     TensorType{input.dtype(), shape});
-  return b.select(b.broadcast_in_dim(k.valid, shape, {0, 1, 2}), v, full_like(b, v, 0));
-}
-
-// `acc` [N, H, W, C] plus `update` [N, Ho, Wo, C] at the corner (valid only).
-Value write(Builder& b, Value acc, Value update, const Corner& k) {
-  update = b.select(b.broadcast_in_dim(k.valid, update.shape(), {0, 1, 2}), update,
-                    full_like(b, update, 0));
-  hlo::ScatterDims d;
-  d.update_window_dims = {3};
-  d.inserted_window_dims = d.scatter_dims_to_operand_dims = {0, 1, 2};
-  d.index_vector_dim = 3;
-  return b.scatter(acc, k.indices, update, d,
-                   [](Builder& r, const Values& v) { return Values{r.add(v[0], v[1])}; });
-}
-
-// The sampling of one call: source coords, corners and bilinear weights.
-struct Sample {
-  Coord x, y;
-  Corner corners[4];  // nw, ne, sw, se (nearest: corners[0] only)
-  Value dx, dy;       // ix - floor(ix), iy - floor(iy) (bilinear)
-};
-
-Sample sample(Builder& b, Value grid, int64_t h, int64_t w, const Args& a, size_t first) {
-  int64_t interp = a[first].i, padding = a[first + 1].i;
-  bool align = a[first + 2].b;
-  if (interp != kBilinear && interp != kNearest)
-    throw Unsupported("grid_sampler_2d: bicubic interpolation is not lowered");
-  const auto& s = grid.shape();
-  auto part = [&](int64_t i) {
-    return b.reshape(b.slice(grid, {0, 0, 0, i}, {s[0], s[1], s[2], i + 1}), {s[0], s[1], s[2]});
-  };
-  Sample r{source(b, part(0), w, padding, align), source(b, part(1), h, padding, align), {}, {},
-           {}};
-  if (interp == kNearest) {
-    auto near = [&](Value v) {
-      return b.convert(b.unary("stablehlo.round_nearest_even", v), kI64);
-    };
-    r.corners[0] = corner(b, near(r.y.v), near(r.x.v), h, w);
-    return r;
-  }
-  Value fx = b.floor(r.x.v), fy = b.floor(r.y.v);
-  r.dx = b.sub(r.x.v, fx);
-  r.dy = b.sub(r.y.v, fy);
-  Value x0 = b.convert(fx, kI64), y0 = b.convert(fy, kI64);
-  Value x1 = b.add(x0, full_like(b, x0, 1)), y1 = b.add(y0, full_like(b, y0, 1));
-  r.corners[0] = corner(b, y0, x0, h, w);
-  r.corners[1] = corner(b, y0, x1, h, w);
-  r.corners[2] = corner(b, y1, x0, h, w);
-  r.corners[3] = corner(b, y1, x1, h, w);
-  return r;
-}
-
-// Bilinear weights of the four corners, [N, Ho, Wo] each.
-std::vector<Value> weights(Builder& b, const Sample& s) {
-  Value one = full_like(b, s.dx, 1);
-  Value rx = b.sub(one, s.dx), ry = b.sub(one, s.dy);
-  return {b.mul(rx, ry), b.mul(s.dx, ry), b.mul(rx, s.dy), b.mul(s.dx, s.dy)};
-}
-
-Value per_channel(Builder& b, Value w, int64_t ch) {
-  std::vector<int64_t> shape = w.shape();
-  shape.push_back(ch);
-  return b.broadcast_in_dim(w, shape, {0, 1, 2});
-}
-
-Values grid_sampler_2d(Context& c, const Args& a) {
-  ElementType t = opmath(a[0].tensor.dtype());
-  Value input = c.b.transpose(c.b.convert(a[0].tensor, t), {0, 2, 3, 1});
-  Value grid = c.b.convert(a[1].tensor, t);
-  int64_t h = input.dim(1), w = input.dim(2), ch = input.dim(3);
-  Sample s = sample(c.b, grid, h, w, a, 2);
-  Value y;
-  if (a[2].i == kNearest) {
-    y = read(c.b, input, s.corners[0]);
-  } else {
-    std::vector<Value> ws = weights(c.b, s);
-    for (int k = 0; k < 4; ++k) {
-      Value v = c.b.mul(read(c.b, input, s.corners[k]), per_channel(c.b, ws[k], ch));
-      y = k == 0 ? v : c.b.add(y, v);
+template <typename T>
+WideTaps aa_taps(int64_t in, int64_t out, bool align_corners, const Arg& scale_arg) {
+  T scale;
+  if (align_corners) scale = out > 1 ? T(in - 1) / T(out - 1) : T(0);
+  else if (!scale_arg.none() && scale_arg.d > 0) scale = T(1.0 / scale_arg.d);
+  else scale = T(in) / T(out);
+  T support = scale >= 1 ? scale : T(1);
+  T invscale = scale >= 1 ? T(1) / scale : T(1);
+  int64_t count = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  WideTaps t{std::vector<std::vector<int64_t>>(count), std::vector<std::vector<double>>(count)};
+  for (int64_t i = 0; i < out; ++i) {
+    T center = static_cast<T>(scale * (i + 0.5));
+    int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    int64_t size = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in) - lo;
+    size = std::clamp<int64_t>(size, 0, count);
+    std::vector<T> w(count, T(0));
+    T total = 0;
+    for (int64_t j = 0; j < size; ++j) {
+      T x = static_cast<T>((j + lo - center + 0.5) * invscale);
+      x = x < 0 ? -x : x;
+      w[j] = x < 1 ? T(1) - x : T(0);
+      total += w[j];
+    }
+    for (int64_t j = 0; j < count; ++j) {
+      if (total != 0 && j < size) w[j] /= total;
+      t.index[j].push_back(std::min(lo + j, in - 1));
+      t.weight[j].push_back(static_cast<double>(w[j]));
     }
   }
-  return {c.b.convert(c.b.transpose(y, {0, 3, 1, 2}), c.out().dtype)};
+  return t;
 }
 
-// The gradient by the grid: d out / d (ix, iy) times d (ix, iy) / d grid.
-Value grid_grad(Builder& b, Value input, Value g, const Sample& s) {
-  Value v[4];
-  for (int k = 0; k < 4; ++k) v[k] = read(b, input, s.corners[k]);
-  int64_t ch = input.dim(3);
-  Value one = full_like(b, s.dx, 1);
-  Value rx = per_channel(b, b.sub(one, s.dx), ch), ry = per_channel(b, b.sub(one, s.dy), ch);
-  Value dx = per_channel(b, s.dx, ch), dy = per_channel(b, s.dy, ch);
-  Value gx = b.add(b.mul(b.sub(v[1], v[0]), ry), b.mul(b.sub(v[3], v[2]), dy));
-  Value gy = b.add(b.mul(b.sub(v[2], v[0]), rx), b.mul(b.sub(v[3], v[1]), dx));
-  gx = b.mul(reduce_sum(b, b.mul(gx, g), {3}), s.x.grad);
-  gy = b.mul(reduce_sum(b, b.mul(gy, g), {3}), s.y.grad);
-  std::vector<int64_t> col = gx.shape();
-  col.push_back(1);
-  return b.concatenate({b.reshape(gx, col), b.reshape(gy, col)}, 3);
+WideTaps aa_taps_for(int64_t in, int64_t out, bool align_corners, const Arg& scale, ElementType t) {
+  return t == ElementType::kF64 ? aa_taps<double>(in, out, align_corners, scale)
+                                : aa_taps<float>(in, out, align_corners, scale);
 }
 
-// grid_sampler_2d_backward(grad_output, input, grid, interpolation, padding,
-// align_corners, output_mask) -> (grad_input if asked, grad_grid).
-Values grid_sampler_2d_backward(Context& c, const Args& a) {
-  ElementType t = opmath(a[1].tensor.dtype());
-  Value g = c.b.transpose(c.b.convert(a[0].tensor, t), {0, 2, 3, 1});
-  Value input = c.b.transpose(c.b.convert(a[1].tensor, t), {0, 2, 3, 1});
-  Value grid = c.b.convert(a[2].tensor, t);
-  int64_t h = input.dim(1), w = input.dim(2), ch = input.dim(3);
-  Sample s = sample(c.b, grid, h, w, a, 3);
-  bool nearest = a[3].i == kNearest;
-  Values out;
-  if (a[6].bools.at(0)) {
-    Value acc = c.b.zeros(input.type());
-    if (nearest) {
-      acc = write(c.b, acc, g, s.corners[0]);
-    } else {
-      std::vector<Value> ws = weights(c.b, s);
-      for (int k = 0; k < 4; ++k)
-        acc = write(c.b, acc, c.b.mul(g, per_channel(c.b, ws[k], ch)), s.corners[k]);
+Value wide_weights(Builder& b, const WideTaps& taps, size_t k, Value like, int64_t dim) {
+  return b.broadcast_in_dim(exact_constant(b, taps.weight[k], like.dtype()), like.shape(), {dim});
+}
+
+// _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h, scales_w).
+Values upsample_bilinear2d_aa(Context& c, const Args& a) {
+  Value x = a[0].tensor;
+  ElementType t = opmath(x.dtype());
+  Value y = c.b.convert(x, t);
+  for (int64_t i = 1; i >= 0; --i) {  // width first, as the CPU kernel
+    int64_t dim = x.rank() - 2 + i, in = x.dim(dim), out = c.out().shape[dim];
+    if (in == out) continue;
+    WideTaps taps = aa_taps_for(in, out, a[2].b, a[3 + i], t);
+    Value sum;
+    for (size_t k = 0; k < taps.index.size(); ++k) {
+      Value v = take_static(c.b, y, dim, taps.index[k]);
+      v = c.b.mul(v, wide_weights(c.b, taps, k, v, dim));
+      sum = k == 0 ? v : c.b.add(sum, v);
     }
-    out.push_back(c.b.convert(c.b.transpose(acc, {0, 3, 1, 2}), c.out(0).dtype));
+    y = sum;
   }
-  Value gg = nearest ? c.b.zeros(grid.type()) : grid_grad(c.b, input, g, s);
-  out.push_back(c.b.convert(gg, c.out(out.size()).dtype));
-  return out;
+  return {c.b.convert(y, c.out().dtype)};
+}
+
+// _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size,
+// align_corners, scales_h, scales_w).
+Values upsample_bilinear2d_aa_backward(Context& c, const Args& a) {
+  Value g = a[0].tensor;
+  ElementType t = opmath(g.dtype());
+  Value y = c.b.convert(g, t);
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t dim = g.rank() - 2 + i, in = a[2].ints[dim];
+    if (in == g.dim(dim)) continue;
+    WideTaps taps = aa_taps_for(in, g.dim(dim), a[3].b, a[4 + i], t);
+    Value sum;
+    for (size_t k = 0; k < taps.index.size(); ++k) {
+      Value v = add_static(c.b, c.b.mul(y, wide_weights(c.b, taps, k, y, dim)), dim,
+                           taps.index[k], in);
+      sum = k == 0 ? v : c.b.add(sum, v);
+    }
+    y = sum;
+  }
+  return {c.b.convert(y, c.out().dtype)};
 }
 
 }  // namespace
 
+void register_grid_sample(Registry& r);  // grid_sample.cc
+
 void register_misc_sampling(Registry& r) {
   r.add("aten::upsample_bicubic2d", upsample_bicubic2d);
   r.add("aten::upsample_bicubic2d_backward", upsample_bicubic2d_backward);
-  r.add("aten::grid_sampler_2d", grid_sampler_2d);
-  r.add("aten::grid_sampler_2d_backward", grid_sampler_2d_backward);
+  r.add("aten::_upsample_bilinear2d_aa", upsample_bilinear2d_aa);
+  r.add("aten::_upsample_bilinear2d_aa_backward", upsample_bilinear2d_aa_backward);
+  register_grid_sample(r);
 }
 
 }  // namespace torch_tpu::lowering

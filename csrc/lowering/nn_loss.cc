@@ -3,6 +3,7 @@
 // floats) and applies the reduction; the backward scales the incoming
 // gradient by 1/numel for 'mean' and applies a per-element derivative.
 // nll_loss picks the target class with a one-hot compare along the class dim.
+#include <algorithm>
 #include <numeric>
 
 #include "helpers.h"
@@ -223,6 +224,152 @@ Values nll_loss_backward(Context& c, const Args& a) {
   return {c.b.convert(c.b.select(p.onehot, spread, k(c.b, 0, spread)), out.dtype)};
 }
 
+
+// ---- margin losses over classes ----------------------------------------------
+//
+// Inputs are [N, C] or [C] (one sample); each sample's loss is divided by C.
+
+// self as [N, C] in the compute type, and N, C.
+struct Rows {
+  Value x;
+  int64_t n, classes;
+};
+
+Rows rows(Builder& b, Value self, ElementType ct) {
+  int64_t classes = self.rank() == 0 ? 1 : self.dim(self.rank() - 1);
+  int64_t n = self.type().numel() / std::max<int64_t>(classes, 1);
+  return {b.reshape(b.convert(self, ct), {n, classes}), n, classes};
+}
+
+// The per-sample loss [N] reduced, or reshaped to `out` for 'none'.
+Value sample_loss(Builder& b, Value per, int64_t reduction, const TensorType& out) {
+  if (reduction == kNone) return b.reshape(per, out.shape);
+  return reduce_loss(b, per, reduction);
+}
+
+// The incoming gradient per sample, [N, 1] broadcastable, with mean's 1/N.
+Value sample_grad(Builder& b, Value g, int64_t reduction, int64_t n, ElementType ct) {
+  g = b.convert(g, ct);
+  if (reduction == kNone && g.rank() > 0) return b.reshape(g, {n, 1});
+  g = b.reshape(g, {1, 1});
+  if (reduction == kMean) g = b.div(g, k(b, static_cast<double>(n), g));
+  return g;
+}
+
+// multi_margin_loss terms: which classes count and their hinge z, per sample.
+struct Hinge {
+  Value onehot, active, z, weight;  // [N, C], [N, C], [N, C], [N, 1]
+};
+
+Hinge hinge(Builder& b, const Rows& r, Value target, Value margin, const Arg& weight) {
+  Hinge h;
+  Value tgt = b.reshape(b.convert(target, ElementType::kI64), {r.n});
+  h.onehot = b.compare(Compare::kEQ, b.iota({ElementType::kI64, {r.n, r.classes}}, 1),
+                       b.broadcast_in_dim(tgt, {r.n, r.classes}, {0}));
+  Value zero = k(b, 0, r.x);
+  Value x_t = reduce_sum(b, b.select(h.onehot, r.x, zero), {1});
+  h.z = b.add(b.sub(coerce(b, margin, r.x.type()), b.broadcast_in_dim(x_t, r.x.shape(), {0})), r.x);
+  h.active = b.and_(b.not_(h.onehot), b.compare(Compare::kGT, h.z, zero));
+  h.weight = splat(b, 1, r.x.dtype(), {r.n, 1});
+  if (!weight.none()) {
+    Value w = b.broadcast_in_dim(b.convert(weight.tensor, r.x.dtype()), r.x.shape(), {1});
+    h.weight = b.reshape(reduce_sum(b, b.select(h.onehot, w, zero), {1}), {r.n, 1});
+  }
+  return h;
+}
+
+Value is_one(Builder& b, Value p, Value like) {
+  return b.compare(Compare::kEQ, coerce(b, p, like.type()), k(b, 1, like));
+}
+
+// multi_margin_loss(self, target, p, margin, weight?, reduction): p is 1 or 2.
+Values multi_margin_loss(Context& c, const Args& a) {
+  ElementType ct = accumulation_type(c.out().dtype);
+  Rows r = rows(c.b, a[0].tensor, ct);
+  Hinge h = hinge(c.b, r, a[1].tensor, a[3].tensor, a[4]);
+  Value term = c.b.select(is_one(c.b, a[2].tensor, h.z), h.z, c.b.mul(h.z, h.z));
+  term = c.b.mul(c.b.select(h.active, term, k(c.b, 0, term)),
+                 c.b.broadcast_in_dim(c.b.reshape(h.weight, {r.n}), term.shape(), {0}));
+  Value per = reduce_sum(c.b, term, {1});
+  per = c.b.div(per, k(c.b, static_cast<double>(r.classes), per));
+  return {c.b.convert(sample_loss(c.b, per, a[5].i, c.out()), c.out().dtype)};
+}
+
+// multi_margin_loss_backward(grad, self, target, p, margin, weight?, reduction).
+Values multi_margin_loss_backward(Context& c, const Args& a) {
+  const TensorType& out = c.out();
+  ElementType ct = accumulation_type(out.dtype);
+  Rows r = rows(c.b, a[1].tensor, ct);
+  Hinge h = hinge(c.b, r, a[2].tensor, a[4].tensor, a[5]);
+  Value inv_c = k(c.b, 1.0 / static_cast<double>(r.classes), r.x);
+  Value d = c.b.select(is_one(c.b, a[3].tensor, h.z), inv_c, c.b.mul(c.b.mul(k(c.b, 2, h.z), inv_c), h.z));
+  d = c.b.mul(c.b.select(h.active, d, k(c.b, 0, d)), c.b.broadcast_to(h.weight, d.shape()));
+  Value total = c.b.broadcast_in_dim(reduce_sum(c.b, d, {1}), d.shape(), {0});
+  d = c.b.select(h.onehot, c.b.neg(total), d);
+  d = c.b.mul(d, c.b.broadcast_to(sample_grad(c.b, a[0].tensor, a[6].i, r.n, ct), d.shape()));
+  return {c.b.convert(c.b.reshape(d, out.shape), out.dtype)};
+}
+
+// multilabel targets: cnt[n, c] counts c among the sample's targets (those
+// before its first negative entry); is_target = cnt > 0.
+Value target_counts(Builder& b, Value target, int64_t n, int64_t classes, ElementType ct) {
+  Value t = b.reshape(b.convert(target, ElementType::kI64), {n, classes});
+  Value pos = b.iota({ElementType::kI64, {n, classes}}, 1);
+  Value neg = b.compare(Compare::kLT, t, splat_like(b, 0, t));
+  Value first = reduce_min(b, b.select(neg, pos, splat_like(b, static_cast<double>(classes), pos)), {1});
+  Value valid = b.compare(Compare::kLT, pos, b.broadcast_in_dim(first, {n, classes}, {0}));
+  std::vector<int64_t> cube{n, classes, classes};  // [n, k, c]
+  Value hit = b.and_(b.broadcast_in_dim(valid, cube, {0, 1}),
+                     b.compare(Compare::kEQ, b.broadcast_in_dim(t, cube, {0, 1}),
+                               b.iota({ElementType::kI64, cube}, 2)));
+  return reduce_sum(b, b.select(hit, splat(b, 1, ct, cube), splat(b, 0, ct, cube)), {1});
+}
+
+// Hinge terms [n, target c, other d]: cnt[c] * (d not a target) * (1 - x[c] + x[d] > 0).
+struct Multilabel {
+  Value cnt, free, z, active;
+};
+
+Multilabel multilabel(Builder& b, const Rows& r, Value target) {
+  Multilabel m;
+  m.cnt = target_counts(b, target, r.n, r.classes, r.x.dtype());
+  m.free = b.compare(Compare::kEQ, m.cnt, k(b, 0, m.cnt));
+  std::vector<int64_t> cube{r.n, r.classes, r.classes};
+  Value xc = b.broadcast_in_dim(r.x, cube, {0, 1}), xd = b.broadcast_in_dim(r.x, cube, {0, 2});
+  m.z = b.add(b.sub(splat(b, 1, r.x.dtype(), cube), xc), xd);
+  m.active = b.and_(b.broadcast_in_dim(m.free, cube, {0, 2}),
+                    b.compare(Compare::kGT, m.z, k(b, 0, m.z)));
+  return m;
+}
+
+// multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target).
+Values multilabel_margin_loss_forward(Context& c, const Args& a) {
+  ElementType ct = accumulation_type(c.out(0).dtype);
+  Rows r = rows(c.b, a[0].tensor, ct);
+  Multilabel m = multilabel(c.b, r, a[1].tensor);
+  Value cnt = c.b.broadcast_in_dim(m.cnt, m.z.shape(), {0, 1});
+  Value term = c.b.select(m.active, c.b.mul(cnt, m.z), k(c.b, 0, m.z));
+  Value per = reduce_sum(c.b, term, {1, 2});
+  per = c.b.div(per, k(c.b, static_cast<double>(r.classes), per));
+  Value is_target = c.b.select(m.free, k(c.b, 0, m.cnt), k(c.b, 1, m.cnt));
+  return {c.b.convert(sample_loss(c.b, per, a[2].i, c.out(0)), c.out(0).dtype),
+          c.b.convert(c.b.reshape(is_target, c.out(1).shape), c.out(1).dtype)};
+}
+
+// multilabel_margin_loss_backward(grad, self, target, reduction, is_target).
+Values multilabel_margin_loss_backward(Context& c, const Args& a) {
+  const TensorType& out = c.out();
+  ElementType ct = accumulation_type(out.dtype);
+  Rows r = rows(c.b, a[1].tensor, ct);
+  Multilabel m = multilabel(c.b, r, a[2].tensor);
+  Value cnt = c.b.broadcast_in_dim(m.cnt, m.z.shape(), {0, 1});
+  Value w = c.b.select(m.active, cnt, k(c.b, 0, m.z));
+  Value d = c.b.sub(reduce_sum(c.b, w, {1}), reduce_sum(c.b, w, {2}));
+  d = c.b.div(d, k(c.b, static_cast<double>(r.classes), d));
+  d = c.b.mul(d, c.b.broadcast_to(sample_grad(c.b, a[0].tensor, a[3].i, r.n, ct), d.shape()));
+  return {c.b.convert(c.b.reshape(d, out.shape), out.dtype)};
+}
+
 }  // namespace
 
 void register_nn_loss(Registry& r) {
@@ -241,6 +388,10 @@ void register_nn_loss(Registry& r) {
     r.add(op, nll_loss_forward);
   for (const char* op : {"aten::nll_loss_backward", "aten::nll_loss2d_backward"})
     r.add(op, nll_loss_backward);
+  r.add("aten::multi_margin_loss", multi_margin_loss);
+  r.add("aten::multi_margin_loss_backward", multi_margin_loss_backward);
+  r.add("aten::multilabel_margin_loss_forward", multilabel_margin_loss_forward);
+  r.add("aten::multilabel_margin_loss_backward", multilabel_margin_loss_backward);
 }
 
 }  // namespace torch_tpu::lowering

@@ -276,7 +276,9 @@ Values as_strided_scatter(Context& c, const Args& a) {
 // came from position w * step + k.
 Values unfold_backward(Context& c, const Args& a) {
   const TensorType& t = c.out();
-  if (t.rank() == 0) throw Unsupported("unfold_backward of a 0-dim tensor");
+  if (t.rank() == 0)  // a 0-dim tensor unfolds to [size], each element itself
+    return {reduce_sum(c.b, c.b.convert(a[0].tensor, t.dtype), {0})};
+  if (t.numel() == 0) return {c.b.zeros(t)};
   int64_t dim = wrap_dim(a[2].i, t.rank()), size = a[3].i, step = a[4].i;
   Value g = c.b.convert(a[0].tensor, t.dtype);
   int64_t windows = g.dim(dim);

@@ -1,0 +1,311 @@
+// Grid sampling (F.grid_sample), forward and backward, over 2 or 3 spatial
+// dims: grid_sampler_{2,3}d(input [N, C, S...], grid [N, O..., k],
+// interpolation, padding, align_corners). Grid component i addresses spatial
+// dim k-1-i (x is the last). A grid value in [-1, 1] maps to a source
+// coordinate, which is padded (0 zeros, 1 border, 2 reflection) and read
+// (0 bilinear, 1 nearest, 2 bicubic) from taps: integer positions with a
+// weight and the weight's derivative. Taps outside the input read zero.
+// Registered from register_misc_sampling (misc_sampling.cc).
+#include "helpers.h"
+
+namespace torch_tpu::lowering {
+
+namespace {
+
+using hlo::Compare;
+constexpr ElementType kI64 = ElementType::kI64;
+
+enum Interp { kBilinear = 0, kNearest = 1, kBicubic = 2 };
+enum Padding { kZeros = 0, kBorder = 1, kReflection = 2 };
+
+// A source coordinate and its derivative by the grid coordinate.
+struct Coord {
+  Value v, grad;
+};
+
+Value full_like(Builder& b, Value like, double v) { return splat_like(b, v, like); }
+
+// clip_coordinates_set_grad: into [0, size-1]; the derivative is 0 outside.
+Coord clip(Builder& b, Coord c, int64_t size) {
+  Value lo = full_like(b, c.v, 0), hi = full_like(b, c.v, static_cast<double>(size - 1));
+  Value inside = b.and_(b.compare(Compare::kGT, c.v, lo), b.compare(Compare::kLT, c.v, hi));
+  Value v = b.select(b.compare(Compare::kLE, c.v, lo), lo, b.select(inside, c.v, hi));
+  return {v, b.select(inside, c.grad, full_like(b, c.v, 0))};
+}
+
+// reflect_coordinates_set_grad over [twice_low/2, twice_high/2].
+Coord reflect(Builder& b, Coord c, int64_t twice_low, int64_t twice_high) {
+  if (twice_low == twice_high) return {full_like(b, c.v, 0), full_like(b, c.v, 0)};
+  double lo = twice_low / 2.0, span = (twice_high - twice_low) / 2.0;
+  Value d = b.sub(c.v, full_like(b, c.v, lo));
+  Value neg = b.compare(Compare::kLT, d, full_like(b, d, 0));
+  Value sign = b.select(neg, full_like(b, d, -1), full_like(b, d, 1));
+  d = b.abs(d);
+  Value extra = b.rem(d, full_like(b, d, span));
+  Value flips = b.floor(b.div(d, full_like(b, d, span)));
+  Value even = b.compare(Compare::kEQ, b.rem(flips, full_like(b, d, 2)), full_like(b, d, 0));
+  Value v = b.select(even, b.add(extra, full_like(b, d, lo)),
+                     b.add(b.sub(full_like(b, d, span), extra), full_like(b, d, lo)));
+  return {v, b.mul(c.grad, b.select(even, sign, b.neg(sign)))};
+}
+
+// grid_sampler_unnormalize_set_grad.
+Coord unnormalize(Builder& b, Value g, int64_t size, bool align) {
+  double scale = align ? (size - 1) / 2.0 : size / 2.0;
+  Value v = b.mul(b.add(g, full_like(b, g, 1)), full_like(b, g, scale));
+  if (!align) v = b.sub(v, full_like(b, g, 0.5));
+  return {v, full_like(b, g, scale)};
+}
+
+// compute_coordinates_set_grad: the padding applied to a source coordinate.
+Coord pad_coord(Builder& b, Coord c, int64_t size, int64_t padding, bool align) {
+  if (padding == kBorder) return clip(b, c, size);
+  if (padding == kReflection) {
+    c = align ? reflect(b, c, 0, 2 * (size - 1)) : reflect(b, c, -1, 2 * size - 1);
+    return clip(b, c, size);
+  }
+  return c;
+}
+
+// One spatial dim's taps: positions [N, O...] with weights and d weight / d coord.
+struct Taps1 {
+  std::vector<Value> index, weight, dweight;
+  Value coord_grad;  // d coord / d grid
+};
+
+// Cubic convolution coefficients (A = -0.75) at distances t+1, t, 1-t, 2-t,
+// and their derivatives by t.
+void cubic(Builder& b, Value t, std::vector<Value>& w, std::vector<Value>& dw) {
+  const double A = -0.75;
+  auto k = [&](double v) { return full_like(b, t, v); };
+  auto near = [&](Value x) {  // ((A+2)x - (A+3)) x^2 + 1
+    return b.add(b.mul(b.mul(b.sub(b.mul(k(A + 2), x), k(A + 3)), x), x), k(1));
+  };
+  auto far = [&](Value x) {  // ((A x - 5A) x + 8A) x - 4A
+    return b.sub(b.mul(b.add(b.mul(b.sub(b.mul(k(A), x), k(5 * A)), x), k(8 * A)), x), k(4 * A));
+  };
+  auto dnear = [&](Value x) {  // 3(A+2)x^2 - 2(A+3)x
+    return b.mul(b.sub(b.mul(k(3 * (A + 2)), x), k(2 * (A + 3))), x);
+  };
+  auto dfar = [&](Value x) {  // 3A x^2 - 10A x + 8A
+    return b.add(b.mul(b.sub(b.mul(k(3 * A), x), k(10 * A)), x), k(8 * A));
+  };
+  Value one = k(1), two = k(2);
+  Value x0 = b.add(t, one), x2 = b.sub(one, t), x3 = b.sub(two, t);
+  w = {far(x0), near(t), near(x2), far(x3)};
+  dw = {dfar(x0), dnear(t), b.neg(dnear(x2)), b.neg(dfar(x3))};
+}
+
+Taps1 taps1(Builder& b, Value g, int64_t size, int64_t interp, int64_t padding, bool align) {
+  Taps1 r;
+  Coord c = unnormalize(b, g, size, align);
+  if (interp == kBicubic) {
+    r.coord_grad = c.grad;
+    Value f = b.floor(c.v);
+    cubic(b, b.sub(c.v, f), r.weight, r.dweight);
+    for (int i = 0; i < 4; ++i) {
+      Coord p = pad_coord(b, {b.add(f, full_like(b, f, i - 1)), c.grad}, size, padding, align);
+      r.index.push_back(b.convert(p.v, kI64));
+    }
+    return r;
+  }
+  c = pad_coord(b, c, size, padding, align);
+  r.coord_grad = c.grad;
+  if (interp == kNearest) {
+    r.index = {b.convert(b.unary("stablehlo.round_nearest_even", c.v), kI64)};
+    r.weight = {full_like(b, c.v, 1)};
+    r.dweight = {full_like(b, c.v, 0)};
+    return r;
+  }
+  Value f = b.floor(c.v), t = b.sub(c.v, f);
+  Value i0 = b.convert(f, kI64);
+  r.index = {i0, b.add(i0, full_like(b, i0, 1))};
+  r.weight = {b.sub(full_like(b, t, 1), t), t};
+  r.dweight = {full_like(b, t, -1), full_like(b, t, 1)};
+  return r;
+}
+
+// A combined tap: where it reads and with what weights.
+struct Tap {
+  Value indices, valid;  // i64 [N, O..., 1+k] (n, s...) clamped; i1 [N, O...]
+  Value weight;          // [N, O...]
+  std::vector<Value> dweight;  // per spatial dim: d weight / d coord
+};
+
+struct Sampling {
+  std::vector<Tap> taps;
+  std::vector<Value> coord_grad;  // per spatial dim
+};
+
+// input [N, S..., C] (channels last), grid [N, O..., k].
+Sampling sampling(Builder& b, Value input, Value grid, int64_t interp, int64_t padding, bool align) {
+  int64_t k = grid.dim(grid.rank() - 1);
+  std::vector<int64_t> o(grid.shape().begin(), grid.shape().end() - 1);
+  std::vector<Taps1> dims;
+  Sampling s;
+  for (int64_t d = 0; d < k; ++d) {
+    std::vector<int64_t> lo(grid.rank(), 0), hi = grid.shape();
+    lo.back() = k - 1 - d;
+    hi.back() = k - d;
+    Value g = b.reshape(b.slice(grid, lo, hi), o);
+    dims.push_back(taps1(b, g, input.dim(1 + d), interp, padding, align));
+    s.coord_grad.push_back(dims.back().coord_grad);
+  }
+  std::vector<int64_t> col = o;
+  col.push_back(1);
+  Value batch = b.reshape(b.iota({kI64, o}, 0), col);
+  std::vector<size_t> at(k, 0);  // odometer over the taps of each dim, last fastest
+  while (true) {
+    Tap t;
+    Values cols{batch};
+    for (int64_t d = 0; d < k; ++d) {
+      const Taps1& td = dims[d];
+      Value i = td.index[at[d]];
+      int64_t n = input.dim(1 + d);
+      Value in = b.and_(b.compare(Compare::kGE, i, full_like(b, i, 0)),
+                        b.compare(Compare::kLT, i, full_like(b, i, static_cast<double>(n))));
+      t.valid = d == 0 ? in : b.and_(t.valid, in);
+      cols.push_back(b.reshape(b.clamp(full_like(b, i, 0), i, full_like(b, i, static_cast<double>(n - 1))), col));
+      t.weight = d == 0 ? td.weight[at[d]] : b.mul(t.weight, td.weight[at[d]]);
+    }
+    for (int64_t d = 0; d < k; ++d) {
+      Value dw = dims[d].dweight[at[d]];
+      for (int64_t e = 0; e < k; ++e)
+        if (e != d) dw = b.mul(dw, dims[e].weight[at[e]]);
+      t.dweight.push_back(dw);
+    }
+    t.indices = b.concatenate(cols, static_cast<int64_t>(o.size()));
+    s.taps.push_back(t);
+    int64_t d = k - 1;
+    while (d >= 0 && ++at[d] == dims[d].index.size()) at[d--] = 0;
+    if (d < 0) break;
+  }
+  return s;
+}
+
+// [N, O...] to [N, O..., C].
+Value per_channel(Builder& b, Value w, int64_t ch) {
+  std::vector<int64_t> shape = w.shape(), dims;
+  for (int64_t d = 0; d < w.rank(); ++d) dims.push_back(d);
+  shape.push_back(ch);
+  return b.broadcast_in_dim(w, shape, dims);
+}
+
+// input [N, S..., C] at the tap: [N, O..., C], zero where invalid.
+Value read(Builder& b, Value input, const Tap& t) {
+  int64_t r = t.valid.rank(), ch = input.dim(input.rank() - 1);
+  std::vector<int64_t> shape = t.valid.shape(), sizes(input.rank(), 1);
+  shape.push_back(ch);
+  sizes.back() = ch;
+  hlo::GatherDims d;
+  d.offset_dims = {r};
+  for (int64_t i = 0; i < input.rank() - 1; ++i) d.collapsed_slice_dims.push_back(i);
+  d.start_index_map = d.collapsed_slice_dims;
+  d.index_vector_dim = r;
+  Value v = b.gather(input, t.indices, d, sizes, TensorType{input.dtype(), shape});
+  return b.select(per_channel(b, t.valid, ch), v, full_like(b, v, 0));
+}
+
+// `acc` [N, S..., C] plus `update` [N, O..., C] at the tap (valid only).
+Value write(Builder& b, Value acc, Value update, const Tap& t) {
+  int64_t r = t.valid.rank();
+  update = b.select(per_channel(b, t.valid, acc.dim(acc.rank() - 1)), update, full_like(b, update, 0));
+  hlo::ScatterDims d;
+  d.update_window_dims = {r};
+  for (int64_t i = 0; i < acc.rank() - 1; ++i) d.inserted_window_dims.push_back(i);
+  d.scatter_dims_to_operand_dims = d.inserted_window_dims;
+  d.index_vector_dim = r;
+  return b.scatter(acc, t.indices, update, d,
+                   [](Builder& q, const Values& v) { return Values{q.add(v[0], v[1])}; });
+}
+
+// PyTorch's CPU kernels compute in the tensor's own type, 16-bit floats too.
+ElementType opmath(ElementType t) { return t; }
+
+// NC[S...] → N[S...]C and back.
+std::vector<int64_t> to_last(int64_t rank) {
+  std::vector<int64_t> p{0};
+  for (int64_t d = 2; d < rank; ++d) p.push_back(d);
+  p.push_back(1);
+  return p;
+}
+std::vector<int64_t> to_second(int64_t rank) {
+  std::vector<int64_t> p{0, rank - 1};
+  for (int64_t d = 1; d < rank - 1; ++d) p.push_back(d);
+  return p;
+}
+
+Values grid_sampler(Context& c, const Args& a) {
+  Value x = a[0].tensor;
+  ElementType t = opmath(x.dtype());
+  if (c.out().numel() == 0) return {c.b.zeros(c.out())};
+  Value input = c.b.transpose(c.b.convert(x, t), to_last(x.rank()));
+  Sampling s = sampling(c.b, input, c.b.convert(a[1].tensor, t), a[2].i, a[3].i, a[4].b);
+  int64_t ch = input.dim(input.rank() - 1);
+  Value y;
+  for (const Tap& tap : s.taps) {
+    Value v = c.b.mul(read(c.b, input, tap), per_channel(c.b, tap.weight, ch));
+    y = y.valid() ? c.b.add(y, v) : v;
+  }
+  return {c.b.convert(c.b.transpose(y, to_second(y.rank())), c.out().dtype)};
+}
+
+// The gradient by the grid: sum over taps and channels of g * value * d weight,
+// times d coord / d grid; component i belongs to spatial dim k-1-i.
+Value grid_grad(Builder& b, Value input, Value g, const Sampling& s) {
+  int64_t k = static_cast<int64_t>(s.coord_grad.size()), ch = input.dim(input.rank() - 1);
+  std::vector<Value> acc(k);
+  for (const Tap& tap : s.taps) {
+    Value gv = b.mul(read(b, input, tap), g);
+    for (int64_t d = 0; d < k; ++d) {
+      Value v = b.mul(gv, per_channel(b, tap.dweight[d], ch));
+      acc[d] = acc[d].valid() ? b.add(acc[d], v) : v;
+    }
+  }
+  Values parts;
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t d = k - 1 - i;
+    Value r = b.mul(reduce_sum(b, acc[d], {acc[d].rank() - 1}), s.coord_grad[d]);
+    std::vector<int64_t> col = r.shape();
+    col.push_back(1);
+    parts.push_back(b.reshape(r, col));
+  }
+  return b.concatenate(parts, parts[0].rank() - 1);
+}
+
+// grid_sampler_{2,3}d_backward(grad_output, input, grid, interpolation,
+// padding, align_corners, output_mask) -> (grad_input if asked, grad_grid).
+Values grid_sampler_backward(Context& c, const Args& a) {
+  Value x = a[1].tensor;
+  ElementType t = opmath(x.dtype());
+  Value g = c.b.transpose(c.b.convert(a[0].tensor, t), to_last(x.rank()));
+  Value input = c.b.transpose(c.b.convert(x, t), to_last(x.rank()));
+  Value grid = c.b.convert(a[2].tensor, t);
+  bool nearest = a[3].i == kNearest;
+  Values out;
+  if (TensorType{t, g.shape()}.numel() == 0 || TensorType{t, x.shape()}.numel() == 0) {
+    for (const TensorType& o : c.outputs) out.push_back(c.b.zeros(o));
+    return out;
+  }
+  Sampling s = sampling(c.b, input, grid, a[3].i, a[4].i, a[5].b);
+  int64_t ch = input.dim(input.rank() - 1);
+  if (a[6].bools.at(0)) {
+    Value acc = c.b.zeros(input.type());
+    for (const Tap& tap : s.taps) acc = write(c.b, acc, c.b.mul(g, per_channel(c.b, tap.weight, ch)), tap);
+    out.push_back(c.b.convert(c.b.transpose(acc, to_second(acc.rank())), c.out(0).dtype));
+  }
+  Value gg = nearest ? c.b.zeros(grid.type()) : grid_grad(c.b, input, g, s);
+  out.push_back(c.b.convert(gg, c.out(out.size()).dtype));
+  return out;
+}
+
+}  // namespace
+
+void register_grid_sample(Registry& r) {
+  for (const char* op : {"aten::grid_sampler_2d", "aten::grid_sampler_3d"}) {
+    r.add(op, grid_sampler);
+    r.add(std::string(op) + "_backward", grid_sampler_backward);
+  }
+}
+
+}  // namespace torch_tpu::lowering
