@@ -374,7 +374,16 @@ Value Builder::compare(Compare direction, Value a, Value b) {
   TensorType t{ElementType::kPred, a.shape()};
   std::string attrs = std::string("{comparison_direction = #stablehlo<comparison_direction ") +
                       names[static_cast<int>(direction)] + ">";
-  if (is_float(a.dtype())) attrs += ", compare_type = #stablehlo<comparison_type FLOAT>";
+  // Explicit for every type: XLA:CPU's constant folding has read an i64
+  // compare without one as unsigned (tril(1x1, -1) kept its element).
+  if (is_float(a.dtype()))
+    attrs += ", compare_type = #stablehlo<comparison_type FLOAT>";
+  else if (is_complex(a.dtype()))
+    ;  // EQ/NE only; the type is implied
+  else if (is_unsigned(a.dtype()) || a.dtype() == ElementType::kPred)
+    attrs += ", compare_type = #stablehlo<comparison_type UNSIGNED>";
+  else
+    attrs += ", compare_type = #stablehlo<comparison_type SIGNED>";
   attrs += "}";
   return emit1("stablehlo.compare", {a, b}, t, std::move(attrs));
 }

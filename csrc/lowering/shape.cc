@@ -132,8 +132,7 @@ LoweringFn triangle(bool lower) {
     Value x = a[0].tensor;
     int64_t r = x.rank();
     TensorType t{kI64, x.shape()};
-    // col <= row + k (lower) or col >= row + k. (Comparing col - row with k
-    // instead is folded wrongly by XLA:CPU for 1x1 matrices.)
+    // Keep col <= row + k (lower) or col >= row + k.
     Value col = c.b.iota(t, r - 1);
     Value row_k = c.b.add(c.b.iota(t, r - 2), splat_like(c.b, static_cast<double>(a[1].i), col));
     Value keep = c.b.compare(lower ? Compare::kLE : Compare::kGE, col, row_k);
