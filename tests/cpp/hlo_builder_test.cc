@@ -108,15 +108,22 @@ TEST(HloGolden, CompareAndSelect) {
                    "    \"func.return\"(%3) : (tensor<4xf32>) -> ()\n"));
 }
 
-TEST(HloGolden, IntegerCompareHasNoFloatType) {
+TEST(HloGolden, IntegerComparesNameTheirSignedness) {
   Builder b;
   Value x = b.parameter({ElementType::kI32, {}});
-  b.set_results({b.compare(Compare::kGE, x, x)});
-  EXPECT_NE(b.module().find("\"stablehlo.compare\"(%0, %0) {comparison_direction = "
-                            "#stablehlo<comparison_direction GE>} : (tensor<i32>, "
-                            "tensor<i32>) -> tensor<i1>"),
+  Value u = b.parameter({ElementType::kU8, {}});
+  b.set_results({b.compare(Compare::kGE, x, x), b.compare(Compare::kLT, u, u)});
+  std::string text = b.module();
+  EXPECT_NE(text.find("\"stablehlo.compare\"(%0, %0) {comparison_direction = "
+                      "#stablehlo<comparison_direction GE>, compare_type = "
+                      "#stablehlo<comparison_type SIGNED>} : (tensor<i32>, "
+                      "tensor<i32>) -> tensor<i1>"),
             std::string::npos)
-      << b.module();
+      << text;
+  EXPECT_NE(text.find("comparison_direction LT>, compare_type = #stablehlo<comparison_type "
+                      "UNSIGNED>} : (tensor<ui8>, tensor<ui8>)"),
+            std::string::npos)
+      << text;
 }
 
 TEST(HloGolden, MultipleResultsAndDonation) {
