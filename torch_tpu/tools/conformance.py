@@ -146,17 +146,24 @@ def _first_line(error):
     return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
 
 
+def _with_storage(t):
+    """t on tpu as a view of a copy of its whole storage (same sizes, strides
+    and storage offset): for ops that address the storage (as_strided)."""
+    flat = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
+    return flat.to("tpu").as_strided(t.size(), t.stride(), t.storage_offset())
+
+
 class _ToTpu:
     """Copies a sample to tpu; tensors that appear twice stay one tensor."""
 
-    def __init__(self, grad):
-        self.grad, self.memo = grad, {}
+    def __init__(self, grad, whole_storage=False):
+        self.grad, self.whole_storage, self.memo = grad, whole_storage, {}
 
     def __call__(self, t):
         if not isinstance(t, torch.Tensor):
             return t
         if id(t) not in self.memo:
-            copy = t.detach().to("tpu")
+            copy = _with_storage(t.detach()) if self.whole_storage else t.detach().to("tpu")
             if self.grad and t.requires_grad:
                 copy.requires_grad_(True)
             self.memo[id(t)] = copy
@@ -175,7 +182,7 @@ def _is_cpu(v):
 def _on_tpu(sample, grad, op_name=None):
     host = HOST_ARGS.get(op_name, ())
     kept = {i: a for i, a in enumerate(sample.args) if i in host}
-    moved = sample.transform(_ToTpu(grad))
+    moved = sample.transform(_ToTpu(grad, (op_name or "").startswith("as_strided")))
     # A device named in the sample (to("cpu"), factories) becomes tpu.
     moved.args = tuple(kept.get(i, "tpu" if _is_cpu(a) else a) for i, a in enumerate(moved.args))
     if _is_cpu(moved.kwargs.get("device")):
