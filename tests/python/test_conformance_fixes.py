@@ -109,3 +109,13 @@ def test_tensor_split_indices_stay_on_cpu_and_to_cpu_becomes_tpu():
     assert moved.input.device.type == "tpu" and moved.args[0].device.type == "cpu"
     moved = conformance._on_tpu(_Sample(x, ("cpu", torch.float32)), False, "to")
     assert moved.args[0] == "tpu"
+
+
+def test_as_strided_samples_keep_their_storage_layout():
+    base = torch.arange(15.0)
+    view = base[5:]  # storage offset 5: as_strided may address the whole storage
+    moved = conformance._on_tpu(_Sample(view, ((2, 2), (1, 2)), {"storage_offset": 0}), False,
+                                "as_strided.partial_views")
+    assert moved.input.storage_offset() == 5
+    got = torch.as_strided(moved.input, (2, 2), (1, 2), 0).cpu()
+    assert torch.equal(got, torch.as_strided(view, (2, 2), (1, 2), 0))
