@@ -66,9 +66,28 @@ Values mul(Context& c, const Args& a) {
   return {t.dtype == ElementType::kPred ? c.b.and_(x, y) : c.b.mul(x, y)};
 }
 
+// Floor division of floats as CPU computes it (c10 div_floor_floating):
+// (x - fmod(x, y)) / y, corrected by one where the signs differ, rounded to
+// the nearest integer; a zero quotient keeps the sign of x / y; y == 0 gives
+// x / y. 16-bit floats are computed in f32 and rounded once, as on CPU.
+Value floor_div_float(Builder& b, Value x, Value y) {
+  ElementType t = x.dtype(), ct = accumulation_type(t);
+  if (ct != t) return b.convert(floor_div_float(b, b.convert(x, ct), b.convert(y, ct)), t);
+  auto lt0 = [&](Value v) { return b.compare(hlo::Compare::kLT, v, splat_like(b, 0, v)); };
+  Value zero = splat_like(b, 0, x), one = splat_like(b, 1, x), q = b.div(x, y);
+  Value mod = b.rem(x, y);
+  Value div = b.div(b.sub(x, mod), y);
+  Value off = b.and_(b.compare(hlo::Compare::kNE, mod, zero), b.compare(hlo::Compare::kNE, lt0(y), lt0(mod)));
+  div = b.select(off, b.sub(div, one), div);
+  Value fl = b.floor(div);
+  fl = b.select(b.compare(hlo::Compare::kGT, b.sub(div, fl), splat_like(b, 0.5, x)), b.add(fl, one), fl);
+  fl = b.select(b.compare(hlo::Compare::kEQ, div, zero), b.mul(zero, q), fl);
+  return b.select(b.compare(hlo::Compare::kEQ, y, zero), q, fl);
+}
+
 // Python-style floor division and modulo on integers and floats.
 Value floor_div(Builder& b, Value x, Value y) {
-  if (hlo::is_float(x.dtype())) return b.floor(b.div(x, y));
+  if (hlo::is_float(x.dtype())) return floor_div_float(b, x, y);
   Value q = b.div(x, y);  // truncates toward zero
   Value zero = splat_like(b, 0, x);
   Value r = b.rem(x, y);

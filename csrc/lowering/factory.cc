@@ -144,6 +144,10 @@ Values eye(Context& c, const Args&) {
 
 Values scalar_tensor(Context& c, const Args& a) { return {coerce(c.b, a[0].tensor, c.out())}; }
 
+// _efficientzerotensor (size, dtype?, ...): autograd's zero gradients (sgn,
+// fft). CPU gives a lazily-zero ZeroTensor; here an ordinary zeros tensor.
+Values zeros(Context& c, const Args&) { return {c.b.zeros(c.out())}; }
+
 }  // namespace
 
 void register_factory(Registry& r) {
@@ -158,6 +162,7 @@ void register_factory(Registry& r) {
   r.add("aten::eye.out", eye);
   r.add("aten::eye.m_out", eye);
   r.add("aten::scalar_tensor", scalar_tensor);
+  r.add("aten::_efficientzerotensor", zeros);
 }
 
 }  // namespace torch_tpu::lowering

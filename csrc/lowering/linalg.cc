@@ -62,11 +62,23 @@ Values vdot(Context& c, const Args& a) {
   return {precise_dot(c, operand(c, a, 0), operand(c, a, 1), vector())};
 }
 
+// addr on bools, as CPU: (beta and self) or (alpha and v1[i] and v2[j]).
+Value addr_bool(Context& c, const Args& a) {
+  const TensorType& out = c.out();
+  auto with = [&](size_t scale, Value v) {
+    if (scale >= a.size() || a[scale].kind != Arg::kTensor) return v;
+    return c.b.and_(coerce(c.b, a[scale].tensor, out), v);
+  };
+  Value x = c.b.broadcast_in_dim(c.b.convert(a[1].tensor, out.dtype), out.shape, {0});
+  Value y = c.b.broadcast_in_dim(c.b.convert(a[2].tensor, out.dtype), out.shape, {1});
+  return c.b.or_(with(3, coerce(c.b, a[0].tensor, out)), with(4, c.b.and_(x, y)));
+}
+
 // addr: self·beta + alpha·outer(v1, v2), an exact elementwise product (as on
 // CPU), not a contraction.
 Values addr(Context& c, const Args& a) {
   const TensorType& out = c.out();
-  if (out.dtype == ElementType::kPred) throw Unsupported("bool operands");
+  if (out.dtype == ElementType::kPred) return {addr_bool(c, a)};
   ElementType t = accumulation_type(out.dtype);
   Value x = c.b.broadcast_in_dim(c.b.convert(a[1].tensor, t), {out.shape[0], out.shape[1]}, {0});
   Value y = c.b.broadcast_in_dim(c.b.convert(a[2].tensor, t), {out.shape[0], out.shape[1]}, {1});

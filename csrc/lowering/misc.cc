@@ -335,6 +335,9 @@ Values cdist(Context& c, const Args& a) {
 
 // _cdist_backward(grad, x1, x2, p, cdist) -> grad of x1.
 Values cdist_backward(Context& c, const Args& a) {
+  if (a[0].tensor.type().numel() == 0 || a[1].tensor.type().numel() == 0 ||
+      a[2].tensor.type().numel() == 0)
+    return {c.b.zeros(c.out())};  // as CPU: nothing to differentiate
   std::vector<int64_t> batch(c.out().shape.begin(), c.out().shape.end() - 2);
   auto [x1, x2] =
       pairs(c.b, with_batch(c.b, a[1].tensor, batch), with_batch(c.b, a[2].tensor, batch));
