@@ -11,6 +11,17 @@ namespace torch_tpu::lowering::linalg {
 
 using hlo::Compare;
 
+constexpr ElementType kI32 = ElementType::kI32;
+
+// An i32 scalar constant (loop counters, dynamic_slice starts).
+inline Value i32(Builder& b, int64_t v) { return b.constant(kI32, static_cast<double>(v)); }
+
+inline int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t d : v) p *= d;
+  return p;
+}
+
 inline void require_real(const Context& c, Value x) {
   if (!hlo::is_float(x.dtype()) || hlo::is_complex(x.dtype()))
     throw Unsupported(c.op + " on " + x.type().str() + " (real floating point only)");

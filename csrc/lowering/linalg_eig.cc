@@ -15,16 +15,8 @@ namespace {
 
 using namespace linalg;
 
-constexpr ElementType kI32 = ElementType::kI32;
 constexpr int kMaxSweeps = 40;
 
-Value i32(Builder& b, int64_t v) { return b.constant(kI32, static_cast<double>(v)); }
-
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t d : v) p *= d;
-  return p;
-}
 
 double epsilon(ElementType t) {
   return t == ElementType::kF64 ? std::numeric_limits<double>::epsilon()

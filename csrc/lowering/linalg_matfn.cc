@@ -14,7 +14,6 @@ namespace {
 
 using namespace linalg;
 
-constexpr ElementType kI32 = ElementType::kI32;
 constexpr int kTaylorDegree = 18;
 constexpr int kMaxSquarings = 64;
 

@@ -11,15 +11,7 @@ namespace {
 
 using namespace linalg;
 
-constexpr ElementType kI32 = ElementType::kI32;
 
-Value i32(Builder& b, int64_t v) { return b.constant(kI32, static_cast<double>(v)); }
-
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t d : v) p *= d;
-  return p;
-}
 
 // x [.., r, c] as [B, r, c].
 Value flat3(Builder& b, Value x) {

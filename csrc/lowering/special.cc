@@ -6,7 +6,7 @@
 #include <cmath>
 #include <functional>
 
-#include "helpers.h"
+#include "special_common.h"
 
 namespace torch_tpu::lowering {
 
@@ -16,12 +16,8 @@ void register_special_gamma(Registry& r);
 
 namespace {
 
-using hlo::Compare;
+using namespace special;
 
-Value eq(Builder& b, Value x, double v) { return b.compare(Compare::kEQ, x, splat_like(b, v, x)); }
-Value lt(Builder& b, Value x, double v) { return b.compare(Compare::kLT, x, splat_like(b, v, x)); }
-Value gt(Builder& b, Value x, double v) { return b.compare(Compare::kGT, x, splat_like(b, v, x)); }
-Value k(Builder& b, double v, Value like) { return splat_like(b, v, like); }
 
 using UnaryOp = Value (*)(Builder&, Value);
 
@@ -44,7 +40,6 @@ LoweringFn float_unary(UnaryOp f, bool full_width_only = false) {
 
 // ---- modified Bessel functions I0, I1 ------------------------------------------
 
-bool wide(Value x) { return x.dtype() == ElementType::kF64; }
 
 // Σ_k y^k / (k! (k+ν)!) with y = x²/4, nested from the innermost term; every
 // term is positive, so the sum is accurate for any |x| it converges for.

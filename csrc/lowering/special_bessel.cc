@@ -19,31 +19,20 @@
 #include <utility>
 #include <vector>
 
-#include "helpers.h"
+#include "special_common.h"
 
 namespace torch_tpu::lowering {
 
 namespace {
 
-using hlo::Compare;
+using namespace special;
 
 constexpr double kEuler = 0.57721566490153286061;
 
-Value k(Builder& b, double v, Value like) { return splat_like(b, v, like); }
-Value lt(Builder& b, Value x, double v) { return b.compare(Compare::kLT, x, k(b, v, x)); }
-Value gt(Builder& b, Value x, double v) { return b.compare(Compare::kGT, x, k(b, v, x)); }
-Value eq(Builder& b, Value x, double v) { return b.compare(Compare::kEQ, x, k(b, v, x)); }
 Value sin(Builder& b, Value x) { return b.unary("stablehlo.sine", x); }
 Value cos(Builder& b, Value x) { return b.unary("stablehlo.cosine", x); }
-bool wide(Value x) { return x.dtype() == ElementType::kF64; }
 double tolerance(Value x) { return wide(x) ? 1e-18 : 1e-10; }
 
-// c[0] + c[1] y + c[2] y² + ...
-Value polynomial(Builder& b, Value y, const std::vector<double>& c) {
-  Value acc = k(b, c.back(), y);
-  for (size_t i = c.size() - 1; i-- > 0;) acc = b.add(k(b, c[i], y), b.mul(acc, y));
-  return acc;
-}
 
 // Picks `big` where `use_big`, evaluating each side on inputs clamped to its
 // own region so that neither produces spurious overflow or NaN.

@@ -15,31 +15,20 @@
 #include <utility>
 #include <vector>
 
-#include "helpers.h"
+#include "special_common.h"
 
 namespace torch_tpu::lowering {
 
 namespace {
 
-using hlo::Compare;
+using namespace special;
 
-Value k(Builder& b, double v, Value like) { return splat_like(b, v, like); }
-Value lt(Builder& b, Value x, double v) { return b.compare(Compare::kLT, x, k(b, v, x)); }
-Value gt(Builder& b, Value x, double v) { return b.compare(Compare::kGT, x, k(b, v, x)); }
-Value eq(Builder& b, Value x, double v) { return b.compare(Compare::kEQ, x, k(b, v, x)); }
 Value is_nan(Builder& b, Value x) { return b.compare(Compare::kNE, x, x); }
 Value is_integer(Builder& b, Value x) {
   return b.compare(Compare::kEQ, x, b.unary("stablehlo.round_nearest_even", x));
 }
-bool wide(Value x) { return x.dtype() == ElementType::kF64; }
 double epsilon(Value x) { return wide(x) ? 1.1e-16 : 6e-8; }
 
-// c[0] + c[1] y + c[2] y² + ...
-Value polynomial(Builder& b, Value y, const std::vector<double>& c) {
-  Value acc = k(b, c.back(), y);
-  for (size_t i = c.size() - 1; i-- > 0;) acc = b.add(k(b, c[i], y), b.mul(acc, y));
-  return acc;
-}
 
 // Any element of a predicate tensor set (a scalar i1), for loop conditions.
 Value any(Builder& b, Value pred) {
