@@ -149,6 +149,17 @@ at::Tensor bincount_tensor(const at::Tensor& self, const std::optional<at::Tenso
   return at::_unsafe_index_put(out, indices, values, true);
 }
 
+// A host bool: same sizes and every element equal after type promotion (NaN
+// is unequal), as on CPU. The comparison runs on the device; one bool returns.
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(),
+              "Cannot compare two tensors on different devices. Got: ", self.device(), " and ",
+              other.device());
+  if (!self.is_same_size(other)) return false;
+  if (self.numel() == 0) return true;
+  return at::eq(self, other).all().item<bool>();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -157,6 +168,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_index_put_impl_", index_put_impl_);
   m.impl("masked_select", masked_select_tensor);
   m.impl("masked_select.out", masked_select_out);
+  m.impl("equal", equal);
   m.impl("nonzero", nonzero_tensor);
   m.impl("nonzero.out", nonzero_out);
   m.impl("nonzero_static", nonzero_static_tensor);

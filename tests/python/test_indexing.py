@@ -72,6 +72,23 @@ def test_nonzero_and_nonzero_static():
     check(lambda x: torch.argwhere(x), torch.zeros(2, 3))
 
 
+@pytest.mark.parametrize("a, b", [
+    ([1, 2], [1.0, 2.0]),              # promoted, equal
+    ([1.0, float("nan")], [1.0, float("nan")]),  # NaN is unequal
+    ([[1, 2]], [1, 2]),                # sizes differ
+    ([1, 2], [1, 3]),
+    ([], []),
+])
+def test_equal_matches_cpu(a, b):
+    x, y = torch.tensor(a), torch.tensor(b)
+    assert torch.equal(x.to("tpu"), y.to("tpu")) == torch.equal(x, y)
+
+
+def test_equal_across_devices_raises():
+    with pytest.raises(RuntimeError, match="different devices"):
+        torch.equal(torch.ones(2, device="tpu"), torch.ones(2))
+
+
 def test_print_uses_masked_select():
     if "aten::max" not in torch_tpu.native_ops():
         pytest.skip("print also needs max/min (reduction family)")
