@@ -21,10 +21,12 @@ constexpr ElementType kI64 = ElementType::kI64;
 // computed here in the C++ type of PyTorch's kernel (float, or double for
 // double tensors) and enter the program as exact constants.
 
-// Four taps per output position along one dim: source rows and weights.
+// Taps of a separable resampling pass along one dim: tap k of every output
+// position reads source row index[k][i] with weight weight[k][i] (bicubic has
+// four taps; antialiased bilinear as many as its widest window).
 struct Taps {
-  std::vector<int64_t> index[4];
-  std::vector<double> weight[4];
+  std::vector<std::vector<int64_t>> index;
+  std::vector<std::vector<double>> weight;
 };
 
 template <typename T>
@@ -44,7 +46,7 @@ Taps cubic_taps(int64_t in, int64_t out, bool align_corners, const Arg& scale) {
   if (align_corners) ratio = out > 1 ? T(in - 1) / T(out - 1) : T(0);
   else if (!scale.none() && scale.d > 0) ratio = T(1.0 / scale.d);
   else ratio = T(in) / T(out);
-  Taps t;
+  Taps t{std::vector<std::vector<int64_t>>(4), std::vector<std::vector<double>>(4)};
   for (int64_t i = 0; i < out; ++i) {
     T real = align_corners ? ratio * T(i) : ratio * (T(i) + T(0.5)) - T(0.5);
     int64_t base = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
@@ -84,8 +86,29 @@ Taps taps_for(int64_t in, int64_t out, bool align_corners, const Arg& scale, Ele
                                 : cubic_taps<float>(in, out, align_corners, scale);
 }
 
-Value weights_along(Builder& b, const Taps& taps, int k, Value like, int64_t dim) {
+Value weights_along(Builder& b, const Taps& taps, size_t k, Value like, int64_t dim) {
   return b.broadcast_in_dim(exact_constant(b, taps.weight[k], like.dtype()), like.shape(), {dim});
+}
+
+// One resampling pass along `dim`: Σ_k y[index[k]] · weight[k].
+Value resample(Builder& b, Value y, int64_t dim, const Taps& taps) {
+  Value sum;
+  for (size_t k = 0; k < taps.index.size(); ++k) {
+    Value v = take_static(b, y, dim, taps.index[k]);
+    v = b.mul(v, weights_along(b, taps, k, v, dim));
+    sum = k == 0 ? v : b.add(sum, v);
+  }
+  return sum;
+}
+
+// Its adjoint: each tap's weighted gradient added back to `in` source rows.
+Value resample_adjoint(Builder& b, Value g, int64_t dim, const Taps& taps, int64_t in) {
+  Value sum;
+  for (size_t k = 0; k < taps.index.size(); ++k) {
+    Value v = add_static(b, b.mul(g, weights_along(b, taps, k, g, dim)), dim, taps.index[k], in);
+    sum = k == 0 ? v : b.add(sum, v);
+  }
+  return sum;
 }
 
 ElementType opmath(ElementType t) {
@@ -99,14 +122,7 @@ Values upsample_bicubic2d(Context& c, const Args& a) {
   Value y = c.b.convert(x, t);
   for (int64_t i = 1; i >= 0; --i) {  // width first, as the CPU kernel nests
     int64_t dim = x.rank() - 2 + i;
-    Taps taps = taps_for(x.dim(dim), c.out().shape[dim], a[2].b, a[3 + i], t);
-    Value sum;
-    for (int k = 0; k < 4; ++k) {
-      Value v = take_static(c.b, y, dim, taps.index[k]);
-      v = c.b.mul(v, weights_along(c.b, taps, k, v, dim));
-      sum = k == 0 ? v : c.b.add(sum, v);
-    }
-    y = sum;
+    y = resample(c.b, y, dim, taps_for(x.dim(dim), c.out().shape[dim], a[2].b, a[3 + i], t));
   }
   return {c.b.convert(y, c.out().dtype)};
 }
@@ -119,14 +135,7 @@ Values upsample_bicubic2d_backward(Context& c, const Args& a) {
   Value y = c.b.convert(g, t);
   for (int64_t i = 0; i < 2; ++i) {
     int64_t dim = g.rank() - 2 + i, in = a[2].ints[dim];
-    Taps taps = taps_for(in, g.dim(dim), a[3].b, a[4 + i], t);
-    Value sum;
-    for (int k = 0; k < 4; ++k) {
-      Value v = add_static(c.b, c.b.mul(y, weights_along(c.b, taps, k, y, dim)), dim,
-                           taps.index[k], in);
-      sum = k == 0 ? v : c.b.add(sum, v);
-    }
-    y = sum;
+    y = resample_adjoint(c.b, y, dim, taps_for(in, g.dim(dim), a[3].b, a[4 + i], t), in);
   }
   return {c.b.convert(y, c.out().dtype)};
 }
@@ -139,14 +148,9 @@ Values upsample_bicubic2d_backward(Context& c, const Args& a) {
 // antialias kernel, width first). Like bicubic, positions and weights are
 // computed here in the kernel's C++ type and enter as exact constants.
 
-// Up to `count` taps per output position; weights are 0 past a window's end.
-struct WideTaps {
-  std::vector<std::vector<int64_t>> index;
-  std::vector<std::vector<double>> weight;
-};
-
+// `count` taps per output position; weights are 0 past a window's end.
 template <typename T>
-WideTaps aa_taps(int64_t in, int64_t out, bool align_corners, const Arg& scale_arg) {
+Taps aa_taps(int64_t in, int64_t out, bool align_corners, const Arg& scale_arg) {
   T scale;
   if (align_corners) scale = out > 1 ? T(in - 1) / T(out - 1) : T(0);
   else if (!scale_arg.none() && scale_arg.d > 0) scale = T(1.0 / scale_arg.d);
@@ -154,7 +158,7 @@ WideTaps aa_taps(int64_t in, int64_t out, bool align_corners, const Arg& scale_a
   T support = scale >= 1 ? scale : T(1);
   T invscale = scale >= 1 ? T(1) / scale : T(1);
   int64_t count = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
-  WideTaps t{std::vector<std::vector<int64_t>>(count), std::vector<std::vector<double>>(count)};
+  Taps t{std::vector<std::vector<int64_t>>(count), std::vector<std::vector<double>>(count)};
   for (int64_t i = 0; i < out; ++i) {
     T center = static_cast<T>(scale * (i + 0.5));
     int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
@@ -177,13 +181,9 @@ WideTaps aa_taps(int64_t in, int64_t out, bool align_corners, const Arg& scale_a
   return t;
 }
 
-WideTaps aa_taps_for(int64_t in, int64_t out, bool align_corners, const Arg& scale, ElementType t) {
+Taps aa_taps_for(int64_t in, int64_t out, bool align_corners, const Arg& scale, ElementType t) {
   return t == ElementType::kF64 ? aa_taps<double>(in, out, align_corners, scale)
                                 : aa_taps<float>(in, out, align_corners, scale);
-}
-
-Value wide_weights(Builder& b, const WideTaps& taps, size_t k, Value like, int64_t dim) {
-  return b.broadcast_in_dim(exact_constant(b, taps.weight[k], like.dtype()), like.shape(), {dim});
 }
 
 // _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h, scales_w).
@@ -194,14 +194,7 @@ Values upsample_bilinear2d_aa(Context& c, const Args& a) {
   for (int64_t i = 1; i >= 0; --i) {  // width first, as the CPU kernel
     int64_t dim = x.rank() - 2 + i, in = x.dim(dim), out = c.out().shape[dim];
     if (in == out) continue;
-    WideTaps taps = aa_taps_for(in, out, a[2].b, a[3 + i], t);
-    Value sum;
-    for (size_t k = 0; k < taps.index.size(); ++k) {
-      Value v = take_static(c.b, y, dim, taps.index[k]);
-      v = c.b.mul(v, wide_weights(c.b, taps, k, v, dim));
-      sum = k == 0 ? v : c.b.add(sum, v);
-    }
-    y = sum;
+    y = resample(c.b, y, dim, aa_taps_for(in, out, a[2].b, a[3 + i], t));
   }
   return {c.b.convert(y, c.out().dtype)};
 }
@@ -215,14 +208,7 @@ Values upsample_bilinear2d_aa_backward(Context& c, const Args& a) {
   for (int64_t i = 0; i < 2; ++i) {
     int64_t dim = g.rank() - 2 + i, in = a[2].ints[dim];
     if (in == g.dim(dim)) continue;
-    WideTaps taps = aa_taps_for(in, g.dim(dim), a[3].b, a[4 + i], t);
-    Value sum;
-    for (size_t k = 0; k < taps.index.size(); ++k) {
-      Value v = add_static(c.b, c.b.mul(y, wide_weights(c.b, taps, k, y, dim)), dim,
-                           taps.index[k], in);
-      sum = k == 0 ? v : c.b.add(sum, v);
-    }
-    y = sum;
+    y = resample_adjoint(c.b, y, dim, aa_taps_for(in, g.dim(dim), a[3].b, a[4 + i], t), in);
   }
   return {c.b.convert(y, c.out().dtype)};
 }
