@@ -9,6 +9,9 @@
 //   grad_weight                    = input ⋆ grad_output, with the batch as the
 //                                    contracted dimension.
 #include "conv_family.h"
+
+#include <optional>
+
 #include "precision.h"
 
 namespace torch_tpu::lowering {
@@ -79,8 +82,10 @@ Padding symmetric(const std::vector<int64_t>& p) {
 
 int64_t option(const std::vector<int64_t>& v, size_t i) { return v.empty() ? 1 : v[i]; }
 
-// stablehlo.convolution of operands already in their compute type.
-Value conv_raw(Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o) {
+// stablehlo.convolution of operands already in their compute type, with a
+// result of `acc` (the operands' dtype when unset).
+Value conv_raw(Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o,
+               std::optional<ElementType> acc = std::nullopt) {
   size_t n = d.input_spatial.size();
   std::vector<int64_t> shape(n + 2);
   shape[d.output_batch] = x.dim(d.input_batch) / o.batch_group_count;
@@ -93,16 +98,18 @@ Value conv_raw(Context& c, Value x, Value w, const ConvDims& d, const ConvOption
     shape[d.output_spatial[i]] =
         dilated < window ? 0 : (dilated - window) / option(o.window_strides, i) + 1;
   }
-  return c.b.convolution(x, w, TensorType{x.dtype(), shape}, d, o);
+  return c.b.convolution(x, w, TensorType{acc.value_or(x.dtype()), shape}, d, o);
 }
 
-// stablehlo.convolution with its result type inferred from the operands, at
-// the context's matmul precision (the bf16 split schemes of precision.h);
-// 16-bit operands accumulate in f32.
+// stablehlo.convolution at the context's matmul precision (the bf16 split
+// schemes of precision.h). 16-bit operands are convolved as they are into an
+// f32 result, as precise_dot does: their products are exact in f32, so the
+// only rounding is the caller's one conversion back (CPU's numerics). Going
+// through an f32 split instead would round f16 operands to bf16 at DEFAULT.
 Value conv(Context& c, Value lhs, Value rhs, const ConvDims& d, const ConvOptions& o) {
   ElementType t = accumulation_type(lhs.dtype());
-  Value x = c.b.convert(lhs, t), w = c.b.convert(rhs, t);
-  return precise(c.b, c.precision, x, w, [&](Value a, Value k) { return conv_raw(c, a, k, d, o); });
+  if (t != lhs.dtype()) return conv_raw(c, lhs, rhs, d, o, t);
+  return precise(c.b, c.precision, lhs, rhs, [&](Value a, Value k) { return conv_raw(c, a, k, d, o); });
 }
 
 // y[N, O, *] = x[N, C, *] ⋆ w[O, C/g, *].
