@@ -289,19 +289,20 @@ Values lerp(Context& c, const Args& a) {
   return {b.select(small, from_start, from_end)};
 }
 
-// self + value * t1 * t2  /  self + value * t1 / t2
+// self + value * t1 * t2  /  self + value * t1 / t2, associated as CPU does:
+// (value * t1) first.
 Values addcmul(Context& c, const Args& a) {
   const TensorType& t = c.out();
   Builder& b = c.b;
-  Value prod = b.mul(coerce(b, a[1].tensor, t), coerce(b, a[2].tensor, t));
-  return {b.add(coerce(b, a[0].tensor, t), b.mul(coerce(b, a[3].tensor, t), prod))};
+  Value scaled = b.mul(coerce(b, a[3].tensor, t), coerce(b, a[1].tensor, t));
+  return {b.add(coerce(b, a[0].tensor, t), b.mul(scaled, coerce(b, a[2].tensor, t)))};
 }
 
 Values addcdiv(Context& c, const Args& a) {
   const TensorType& t = c.out();
   Builder& b = c.b;
-  Value quot = b.div(coerce(b, a[1].tensor, t), coerce(b, a[2].tensor, t));
-  return {b.add(coerce(b, a[0].tensor, t), b.mul(coerce(b, a[3].tensor, t), quot))};
+  Value scaled = b.mul(coerce(b, a[3].tensor, t), coerce(b, a[1].tensor, t));
+  return {b.add(coerce(b, a[0].tensor, t), b.div(scaled, coerce(b, a[2].tensor, t)))};
 }
 
 // Complex conjugate; the identity on real dtypes.
@@ -318,17 +319,17 @@ Values conj_physical(Context& c, const Args& a) {
 
 void register_elementwise(Registry& r) {
   r.add("aten::_conj_physical", conj_physical);
-  for (const char* op : {"aten::lerp.Scalar", "aten::lerp.Tensor"}) r.add(op, lerp);
-  r.add("aten::addcmul", addcmul);
-  r.add("aten::addcdiv", addcdiv);
-  // Arithmetic with PyTorch's overload set.
-  for (const char* op : {"aten::add.Tensor", "aten::add.Scalar"}) r.add(op, add);
-  for (const char* op : {"aten::sub.Tensor", "aten::sub.Scalar"}) r.add(op, sub);
-  for (const char* op : {"aten::rsub.Tensor", "aten::rsub.Scalar"}) r.add(op, rsub);
-  for (const char* op : {"aten::mul.Tensor", "aten::mul.Scalar"}) r.add(op, mul);
-  for (const char* op : {"aten::div.Tensor", "aten::div.Scalar", "aten::div.Tensor_mode",
-                         "aten::div.Scalar_mode"})
-    r.add(op, div);
+  // 16-bit arithmetic in f32, rounded once (opmath, helpers.h). Rounding
+  // modes stay in the result type: CPU truncates the 16-bit quotient.
+  for (const char* op : {"aten::lerp.Scalar", "aten::lerp.Tensor"}) r.add(op, opmath(lerp));
+  r.add("aten::addcmul", opmath(addcmul));
+  r.add("aten::addcdiv", opmath(addcdiv));
+  for (const char* op : {"aten::add.Tensor", "aten::add.Scalar"}) r.add(op, opmath(add, true));
+  for (const char* op : {"aten::sub.Tensor", "aten::sub.Scalar"}) r.add(op, opmath(sub, true));
+  for (const char* op : {"aten::rsub.Tensor", "aten::rsub.Scalar"}) r.add(op, opmath(rsub, true));
+  for (const char* op : {"aten::mul.Tensor", "aten::mul.Scalar"}) r.add(op, opmath(mul));
+  for (const char* op : {"aten::div.Tensor", "aten::div.Scalar"}) r.add(op, opmath(div));
+  for (const char* op : {"aten::div.Tensor_mode", "aten::div.Scalar_mode"}) r.add(op, div);
   for (const char* op : {"aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar",
                          "aten::pow.Scalar"})
     r.add(op, pow_);

@@ -188,4 +188,33 @@ ElementType accumulation_type(ElementType t) {
   return (t == ElementType::kF16 || t == ElementType::kBF16) ? ElementType::kF32 : t;
 }
 
+namespace {
+// Argument `x` of a 16-bit op of result dtype `t` as CPU's kernel sees it.
+Arg opmath_arg(Builder& b, Arg x, ElementType t, bool round_scalars) {
+  if (x.kind == Arg::kTensor && (!x.scalar || round_scalars)) x.tensor = b.convert(x.tensor, t);
+  return x;
+}
+}  // namespace
+
+Value round_like(Builder& b, Value x, ElementType t) {
+  if (t == ElementType::kBF16) return b.reduce_precision(x, 8, 7);
+  if (t == ElementType::kF16) return b.reduce_precision(x, 5, 10);
+  return x;
+}
+
+LoweringFn opmath(LoweringFn f, bool round_scalars) {
+  return [f = std::move(f), round_scalars](Context& c, const Args& a) -> Values {
+    if (c.outputs.empty() || !is_half(c.out().dtype)) return f(c, a);
+    std::vector<TensorType> wide = c.outputs;
+    for (TensorType& t : wide) t.dtype = accumulation_type(t.dtype);
+    Args args;
+    for (const Arg& x : a) args.push_back(opmath_arg(c.b, x, c.out().dtype, round_scalars));
+    Context wc{c.b, wide, c.precision, c.op};
+    Values r = f(wc, args);
+    for (size_t i = 0; i < r.size() && i < c.outputs.size(); ++i)
+      r[i] = c.b.convert(r[i], c.out(i).dtype);
+    return r;
+  };
+}
+
 }  // namespace torch_tpu::lowering

@@ -52,5 +52,22 @@ Value keepdim(Builder& b, Value x, const std::vector<int64_t>& shape,
 // The result of `x` accumulated in f32 when it is a 16-bit float (as PyTorch
 // does on CPU for sums), else `x` unchanged.
 ElementType accumulation_type(ElementType t);
+inline bool is_half(ElementType t) { return accumulation_type(t) != t; }
+
+// PyTorch CPU's numerics for 16-bit float results (`opmath_type`): the op
+// computes in f32 and rounds each result once. `f` sees f32 result types, so
+// the operands it coerces widen exactly. Operands reach `f` as CPU's kernel
+// receives them: tensors cast to the result dtype (as TensorIterator casts
+// them); Scalars as they came unless `round_scalars` (add and sub read alpha
+// and a Python number in the tensor dtype). Other result types run `f`
+// unchanged, so f32 programs are untouched. For elementwise ops only.
+LoweringFn opmath(LoweringFn f, bool round_scalars = false);
+
+// The opposite case: where CPU computes a 16-bit op as a chain of 16-bit ATen
+// ops (addr, composite losses), each step rounds. `x` (computed in f32)
+// rounded to the values of the 16-bit float `t`, staying f32 — through
+// reduce_precision, which compilers do not fold away as they may an f32 →
+// 16-bit → f32 convert pair. The identity for other `t`.
+Value round_like(Builder& b, Value x, ElementType t);
 
 }  // namespace torch_tpu::lowering

@@ -74,15 +74,24 @@ Value addr_bool(Context& c, const Args& a) {
   return c.b.or_(with(3, coerce(c.b, a[0].tensor, out)), with(4, c.b.and_(x, y)));
 }
 
-// addr: self·beta + alpha·outer(v1, v2), an exact elementwise product (as on
-// CPU), not a contraction.
+// addr: beta·self + (alpha·v1)·v2, an exact elementwise product, not a
+// contraction. CPU computes it in the result dtype, 16-bit too: each product
+// and the sum round to it (round_like; beta and alpha are read in it).
 Values addr(Context& c, const Args& a) {
   const TensorType& out = c.out();
   if (out.dtype == ElementType::kPred) return {addr_bool(c, a)};
-  ElementType t = accumulation_type(out.dtype);
-  Value x = c.b.broadcast_in_dim(c.b.convert(a[1].tensor, t), {out.shape[0], out.shape[1]}, {0});
-  Value y = c.b.broadcast_in_dim(c.b.convert(a[2].tensor, t), {out.shape[0], out.shape[1]}, {1});
-  return {affine(c, a, c.b.mul(x, y), 0, 3, 4)};
+  ElementType h = out.dtype, t = accumulation_type(h);
+  auto r = [&](Value v) { return round_like(c.b, v, h); };
+  auto scalar = [&](size_t i) { return r(coerce(c.b, a[i].tensor, t, out.shape)); };
+  Value x = c.b.broadcast_in_dim(c.b.convert(a[1].tensor, t), out.shape, {0});
+  Value y = c.b.broadcast_in_dim(c.b.convert(a[2].tensor, t), out.shape, {1});
+  if (a.size() > 4 && a[4].kind == Arg::kTensor) x = r(c.b.mul(scalar(4), x));
+  Value p = r(c.b.mul(x, y)), s = coerce(c.b, a[0].tensor, t, out.shape);
+  if (a.size() > 3 && a[3].kind == Arg::kTensor) {  // beta == 0 ignores self (NaN too)
+    Value beta = scalar(3), zero = splat(c.b, 0, t, out.shape);
+    s = c.b.select(c.b.compare(Compare::kEQ, beta, zero), zero, r(c.b.mul(beta, s)));
+  }
+  return {c.b.convert(c.b.add(s, p), h)};
 }
 
 // x converted to f32 when 16-bit, f applied, converted back (as CPU does).

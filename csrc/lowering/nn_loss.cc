@@ -35,38 +35,43 @@ Value reduce_loss(Builder& b, Value loss, int64_t reduction) {
 
 // ---- elementwise losses: f(x, target, args) ---------------------------------
 
-using LossFn = Value (*)(Builder&, Value x, Value t, const Args& a);
+// `h` is the result dtype: where CPU's kernel works in a 16-bit dtype its
+// steps round to it (round_like); the reduction sums in f32.
+using LossFn = Value (*)(Builder&, Value x, Value t, const Args& a, ElementType h);
 
 // Losses whose schema is (self, target, reduction, extra...).
 LoweringFn loss(LossFn f) {
   return [f](Context& c, const Args& a) {
-    ElementType ct = accumulation_type(c.out().dtype);
+    ElementType h = c.out().dtype, ct = accumulation_type(h);
     auto shape = broadcast_shapes(a[0].tensor.shape(), a[1].tensor.shape());
     Value x = coerce(c.b, a[0].tensor, ct, shape), t = coerce(c.b, a[1].tensor, ct, shape);
-    return Values{c.b.convert(reduce_loss(c.b, f(c.b, x, t, a), a[2].i), c.out().dtype)};
+    Value l = round_like(c.b, f(c.b, x, t, a, h), h);
+    return Values{c.b.convert(reduce_loss(c.b, l, a[2].i), h)};
   };
 }
 
-Value mse(Builder& b, Value x, Value t, const Args&) {
-  Value d = b.sub(x, t);
+Value mse(Builder& b, Value x, Value t, const Args&, ElementType h) {
+  Value d = round_like(b, b.sub(x, t), h);
   return b.mul(d, d);
 }
-Value smooth_l1(Builder& b, Value x, Value t, const Args& a) {
+Value smooth_l1(Builder& b, Value x, Value t, const Args& a, ElementType) {
   Value z = b.abs(b.sub(x, t));
   double beta = a[3].d;
   if (beta == 0) return z;
   Value quad = b.div(b.mul(k(b, 0.5, z), b.mul(z, z)), k(b, beta, z));
   return b.select(b.compare(Compare::kLT, z, k(b, beta, z)), quad, b.sub(z, k(b, 0.5 * beta, z)));
 }
-Value huber(Builder& b, Value x, Value t, const Args& a) {
+Value huber(Builder& b, Value x, Value t, const Args& a, ElementType) {
   Value z = b.abs(b.sub(x, t));
   double delta = a[3].d;
   Value quad = b.mul(k(b, 0.5, z), b.mul(z, z));
   Value lin = b.mul(k(b, delta, z), b.sub(z, k(b, 0.5 * delta, z)));
   return b.select(b.compare(Compare::kLT, z, k(b, delta, z)), quad, lin);
 }
-Value soft_margin(Builder& b, Value x, Value t, const Args&) {
-  return b.unary("stablehlo.log_plus_one", b.exp(b.neg(b.mul(t, x))));
+// log1p(exp(-x·t)), as CPU's chain of ATen ops (each rounds).
+Value soft_margin(Builder& b, Value x, Value t, const Args&, ElementType h) {
+  Value e = round_like(b, b.exp(round_like(b, b.neg(b.mul(t, x)), h)), h);
+  return b.unary("stablehlo.log_plus_one", e);
 }
 
 // ---- their backward: f(g, x, target, args), g already scaled for 'mean' ----
@@ -142,20 +147,23 @@ Values binary_cross_entropy_backward(Context& c, const Args& a) {
   return {c.b.convert(weighted(c.b, r, a, 3), out.dtype)};
 }
 
-// (self, target, weight?, pos_weight?, reduction): (1 - t) x - w_pos log σ(x).
+// (self, target, weight?, pos_weight?, reduction): (1 - t) x - w_pos log σ(x),
+// each step rounded to a 16-bit result dtype as CPU's chain of ATen ops does.
 Values bce_with_logits(Context& c, const Args& a) {
   const TensorType& out = c.out();
-  ElementType ct = accumulation_type(out.dtype);
+  ElementType h = out.dtype, ct = accumulation_type(h);
+  auto r = [&](Value v) { return round_like(c.b, v, h); };
   auto shape = broadcast_shapes(a[0].tensor.shape(), a[1].tensor.shape());
   Value x = coerce(c.b, a[0].tensor, ct, shape), t = coerce(c.b, a[1].tensor, ct, shape);
-  Value log_sig = c.b.sub(c.b.min(x, k(c.b, 0, x)),
-                          c.b.unary("stablehlo.log_plus_one", c.b.exp(c.b.neg(c.b.abs(x)))));
+  Value log_sig = r(c.b.sub(c.b.min(x, k(c.b, 0, x)),
+                            c.b.unary("stablehlo.log_plus_one", c.b.exp(c.b.neg(c.b.abs(x))))));
   if (!a[3].none()) {
     Value pw = coerce(c.b, a[3].tensor, ct, shape);
-    log_sig = c.b.mul(c.b.add(c.b.mul(c.b.sub(pw, k(c.b, 1, pw)), t), k(c.b, 1, t)), log_sig);
+    Value lw = r(c.b.add(r(c.b.mul(r(c.b.sub(pw, k(c.b, 1, pw))), t)), k(c.b, 1, t)));
+    log_sig = r(c.b.mul(log_sig, lw));
   }
-  Value l = c.b.sub(c.b.mul(c.b.sub(k(c.b, 1, t), t), x), log_sig);
-  return {c.b.convert(reduce_loss(c.b, weighted(c.b, l, a, 2), a[4].i), out.dtype)};
+  Value l = r(c.b.sub(r(c.b.mul(r(c.b.sub(k(c.b, 1, t), t)), x)), log_sig));
+  return {c.b.convert(reduce_loss(c.b, r(weighted(c.b, l, a, 2)), a[4].i), out.dtype)};
 }
 
 // ---- negative log likelihood ----------------------------------------------
