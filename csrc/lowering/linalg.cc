@@ -52,6 +52,36 @@ LoweringFn addmm_rule(DotDims dims) {
 }
 
 // Functions, not globals: registration may run during static initialization.
+DotDims batched();
+DotDims batch_sum();
+
+// addbmm on 16-bit results: CPU adds the batches into self one at a time
+// (addmm_ per batch), rounding after each: r(beta·self + alpha·P₀), then
+// r(acc + alpha·Pᵢ). The products Pᵢ accumulate in f32 (precise_dot).
+Values addbmm_half(Context& c, const Args& a) {
+  Value p = precise_dot(c, operand(c, a, 1), operand(c, a, 2), batched(), /*keep_f32=*/true);
+  int64_t nb = p.dim(0), n = p.dim(1), m = p.dim(2);
+  if (nb == 0) return {affine(c, a, splat(c.b, 0, p.dtype(), {n, m}), 0, 3, 4)};
+  auto batch = [](Builder& b, Value p, Value i) {
+    Value z = b.constant(ElementType::kI32, 0);
+    return b.reshape(b.dynamic_slice(p, {i, z, z}, {1, p.dim(1), p.dim(2)}), {p.dim(1), p.dim(2)});
+  };
+  Value first = affine(c, a, batch(c.b, p, c.b.constant(ElementType::kI32, 0)), 0, 3, 4);
+  Value alpha = a.size() > 4 && a[4].kind == Arg::kTensor ? c.b.convert(a[4].tensor, p.dtype())
+                                                          : c.b.constant(p.dtype(), 1);
+  Values out = c.b.while_loop(
+      {c.b.constant(ElementType::kI32, 1), first, p, alpha},
+      [nb](Builder& w, const Values& st) {
+        return Values{w.compare(Compare::kLT, st[0], w.constant(ElementType::kI32, nb))};
+      },
+      [batch](Builder& w, const Values& st) {
+        Value term = w.mul(w.broadcast_to(st[3], {st[2].dim(1), st[2].dim(2)}), batch(w, st[2], st[0]));
+        Value acc = w.convert(w.add(w.convert(st[1], st[2].dtype()), term), st[1].dtype());
+        return Values{w.add(st[0], w.constant(ElementType::kI32, 1)), acc, st[2], st[3]};
+      });
+  return {out[1]};
+}
+
 DotDims matrix() { return {{}, {}, {1}, {0}}; }          // [n,k]·[k,m]
 DotDims batched() { return {{0}, {0}, {2}, {1}}; }       // [b,n,k]·[b,k,m]
 DotDims batch_sum() { return {{}, {}, {0, 2}, {0, 1}}; }  // Σ_b [b,n,k]·[b,k,m]
@@ -143,7 +173,10 @@ void register_linalg(Registry& r) {
   r.add("aten::vdot", vdot);
   r.add("aten::addmm", addmm_rule(matrix()));
   r.add("aten::baddbmm", addmm_rule(batched()));
-  r.add("aten::addbmm", addmm_rule(batch_sum()));
+  r.add("aten::addbmm", [](Context& c, const Args& a) {
+    if (is_half(c.out().dtype)) return addbmm_half(c, a);
+    return addmm_rule(batch_sum())(c, a);
+  });
   r.add("aten::addmv", addmm_rule(matrix()));
   r.add("aten::addr", addr);
   r.add("aten::_addmm_activation", addmm_activation);

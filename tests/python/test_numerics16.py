@@ -124,3 +124,13 @@ def test_float32_results_are_unchanged_by_the_16_bit_rules():
     s, t1, t2 = _cancelling(torch.float32)
     expected, actual = _run(lambda s, a, b: torch.addcmul(s, a, b, value=0.7), s, t1, t2)
     torch.testing.assert_close(actual.cpu(), expected, atol=0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scales", [{}, {"beta": 0.6, "alpha": 0.2}])
+def test_addbmm_rounds_after_each_batch_like_cpu(dtype, scales):
+    g = torch.Generator().manual_seed(4)
+    m = torch.randn(5, 6, generator=g).to(dtype)
+    b1, b2 = torch.randn(4, 5, 7, generator=g).to(dtype), torch.randn(4, 7, 6, generator=g).to(dtype)
+    expected, actual = _run(lambda m, x, y: torch.addbmm(m, x, y, **scales), m, b1, b2)
+    assert_ulp_close(actual, expected, max_inexact=0.05)
