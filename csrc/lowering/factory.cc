@@ -114,19 +114,21 @@ Values linspace(Context& c, const Args& a) {
 // logspace.out(start, end, steps, base, out): base ** e over CPU's two-sided
 // exponents. CPU rounds start/end to the result type, subtracts them there
 // (integers in i64), then takes the step, exponents and power in f64 (with a
-// float base for integer results).
+// float base for integer results). One step is base ** start in f64, start
+// unrounded (CPU fills pow(base, start.to<double>())).
 Values logspace(Context& c, const Args& a) {
   const TensorType& t = c.out();
   int64_t steps = a[2].i;
   if (steps == 0) return {c.b.zeros(t)};
   bool integral = category(t.dtype) != Category::kFloat;
   const ElementType f64 = ElementType::kF64;
+  if (steps == 1)
+    return {c.b.convert(c.b.pow(splat(c.b, a[3].d, f64, {1}), scalar_as(c.b, a[0], f64, {1})), t.dtype)};
   ElementType sub_t = integral ? ElementType::kI64 : t.dtype;
   Value start_t = c.b.convert(scalar_as(c.b, a[0], t.dtype, {steps}), sub_t);
   Value start = c.b.convert(start_t, f64);
   double base = integral ? static_cast<double>(static_cast<float>(a[3].d)) : a[3].d;
   Value base_v = splat(c.b, base, f64, {steps});
-  if (steps == 1) return {c.b.convert(c.b.pow(base_v, start), t.dtype)};
   Value end_t = c.b.convert(scalar_as(c.b, a[1], t.dtype, {steps}), sub_t);
   Value end = c.b.convert(end_t, f64);
   Value step = div_by_intervals(c.b, c.b.convert(c.b.sub(end_t, start_t), f64), steps);

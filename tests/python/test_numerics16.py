@@ -134,3 +134,10 @@ def test_addbmm_rounds_after_each_batch_like_cpu(dtype, scales):
     b1, b2 = torch.randn(4, 5, 7, generator=g).to(dtype), torch.randn(4, 7, 6, generator=g).to(dtype)
     expected, actual = _run(lambda m, x, y: torch.addbmm(m, x, y, **scales), m, b1, b2)
     assert_ulp_close(actual, expected, max_inexact=0.05)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.int64])
+def test_logspace_of_one_step_uses_the_unrounded_start(dtype):
+    expected = torch.logspace(4.3, 5, 1, base=5.0, dtype=dtype)
+    actual = torch.logspace(4.3, 5, 1, base=5.0, dtype=dtype, device="tpu")
+    assert torch.equal(actual.cpu(), expected)
