@@ -75,23 +75,22 @@ Values searchsorted(Context& c, const Args& a) {
   return {count_before(c, a[0].tensor, a[1].tensor, right)};
 }
 
-// linspace(lo, hi, n) as CPU computes it: from the start for the first half,
-// from the end for the second.
-Value edges(Builder& b, Value lo, Value hi, int64_t n) {
-  TensorType t{lo.dtype(), {n}};
-  Value i = b.convert(b.iota(t, 0), lo.dtype());
-  Value step = b.div(b.sub(hi, lo), b.constant(lo.dtype(), static_cast<double>(n - 1)));
-  Value lo_n = b.broadcast_in_dim(lo, {n}, {}), hi_n = b.broadcast_in_dim(hi, {n}, {});
-  Value step_n = b.broadcast_in_dim(step, {n}, {});
-  Value from_start = b.add(lo_n, b.mul(step_n, i));
-  Value back = b.sub(splat_like(b, static_cast<double>(n - 1), i), i);
-  Value from_end = b.sub(hi_n, b.mul(step_n, back));
-  Value first_half = b.compare(Compare::kLT, i, splat_like(b, static_cast<double>(n / 2), i));
-  return b.select(first_half, from_start, from_end);
+// The bin of each element as CPU's histc finds it: linear interpolation,
+// trunc((x - lo) * bins / (hi - lo)), in the input dtype's arithmetic (each
+// 16-bit step rounds, as c10::Half and c10::BFloat16 operators do), the
+// last edge falling into the last bin.
+Value histc_bin(Builder& b, Value x, Value lo, Value hi, int64_t bins) {
+  ElementType t = x.dtype(), ct = accumulation_type(t);
+  auto r = [&](Value v) { return round_like(b, v, t); };
+  Value l = b.broadcast_in_dim(b.convert(lo, ct), x.shape(), {});
+  Value h = b.broadcast_in_dim(b.convert(hi, ct), x.shape(), {});
+  Value scaled = r(b.mul(r(b.sub(b.convert(x, ct), l)), r(splat(b, static_cast<double>(bins), ct, x.shape()))));
+  Value pos = b.convert(r(b.div(scaled, r(b.sub(h, l)))), kI64);
+  return b.min(pos, splat_like(b, static_cast<double>(bins - 1), pos));
 }
 
 // histc(self, bins, min, max): min == max means the data's range (widened
-// by one each way when that is empty too); bins are the linspace edges.
+// by one each way when that is empty too).
 Values histc(Context& c, const Args& a) {
   Value x = a[0].tensor;
   ElementType t = x.dtype();
@@ -107,12 +106,7 @@ Values histc(Context& c, const Args& a) {
   Value empty = c.b.compare(Compare::kEQ, lo, hi);
   lo = c.b.select(empty, c.b.sub(lo, c.b.constant(t, 1)), lo);
   hi = c.b.select(empty, c.b.add(hi, c.b.constant(t, 1)), hi);
-  Value e = edges(c.b, lo, hi, bins + 1);
-  Value at_or_past = c.b.compare(Compare::kLE, c.b.broadcast_in_dim(e, {n, bins + 1}, {1}),
-                                 c.b.broadcast_in_dim(flat, {n, bins + 1}, {0}));
-  Value pos = reduce_sum(c.b, c.b.convert(at_or_past, kI64), {1});
-  pos = c.b.sub(pos, splat_like(c.b, 1, pos));
-  pos = c.b.min(pos, splat_like(c.b, static_cast<double>(bins - 1), pos));
+  Value pos = histc_bin(c.b, flat, lo, hi, bins);
   Value inside = c.b.and_(c.b.compare(Compare::kGE, flat, c.b.broadcast_in_dim(lo, {n}, {})),
                           c.b.compare(Compare::kLE, flat, c.b.broadcast_in_dim(hi, {n}, {})));
   pos = c.b.select(inside, pos, splat_like(c.b, -1, pos));

@@ -141,3 +141,12 @@ def test_logspace_of_one_step_uses_the_unrounded_start(dtype):
     expected = torch.logspace(4.3, 5, 1, base=5.0, dtype=dtype)
     actual = torch.logspace(4.3, 5, 1, base=5.0, dtype=dtype, device="tpu")
     assert torch.equal(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float32])
+def test_histc_bins_by_cpus_linear_interpolation(dtype):
+    # Values next to bin edges, where interpolating in the 16-bit dtype and
+    # comparing against linspace edges disagree.
+    x = torch.linspace(-10, 10, 401).to(dtype)
+    expected, actual = _run(lambda x: torch.histc(x, 100, -10, 10), x)
+    assert torch.equal(actual.cpu(), expected)
