@@ -184,6 +184,28 @@ double seg_identity(Seg k) {
   }
 }
 
+// CPU reduces a 16-bit segment in order, starting from `acc` (initial or the
+// identity), rounding after each element as c10::Half arithmetic does: a loop
+// over the data dim `d` of x (masked positions hold the identity).
+Value in_order(Builder& b, Value x, int64_t d, Value acc, bool prod) {
+  ElementType t = x.dtype(), f32 = ElementType::kF32;
+  std::vector<int64_t> sizes = x.shape();
+  sizes[d] = 1;
+  Values out = b.while_loop(
+      {b.constant_int(kI64, 0), b.convert(acc, f32), b.convert(x, f32)},
+      [n = x.dim(d)](Builder& w, const Values& st) {
+        return Values{w.compare(Compare::kLT, st[0], w.constant_int(kI64, n))};
+      },
+      [d, t, prod, sizes](Builder& w, const Values& st) {
+        Values starts(sizes.size(), w.constant_int(kI64, 0));
+        starts[d] = st[0];
+        Value xi = w.reshape(w.dynamic_slice(st[2], starts, sizes), st[1].shape());
+        Value next = round_like(w, prod ? w.mul(st[1], xi) : w.add(st[1], xi), t);
+        return Values{w.add(st[0], w.constant_int(kI64, 1)), next, st[2]};
+      });
+  return b.convert(out[1], t);
+}
+
 // segment_reduce(data, reduce, lengths?, indices?, offsets?, axis, unsafe, initial?).
 Values segment_reduce(Context& c, const Args& a) {
   Builder& b = c.b;
@@ -200,13 +222,21 @@ Values segment_reduce(Context& c, const Args& a) {
   x = b.select(mask, x, fill);
   int64_t d = s.batch + 1;
   Value r;
-  if (k == Seg::kMax || k == Seg::kMin) r = reduce_extreme(b, x, {d}, k == Seg::kMax);
+  Value init = has_init ? b.convert(a[7].tensor, t) : Value();
+  bool ordered = is_half(t) && k != Seg::kMax && k != Seg::kMin;
+  if (ordered) {
+    std::vector<int64_t> rs = shape;
+    rs.erase(rs.begin() + d);
+    Value start = has_init ? init : b.constant(t, k == Seg::kProd ? 1 : 0);
+    r = in_order(b, x, d, b.broadcast_in_dim(start, rs, {}), k == Seg::kProd);
+    has_init = false;  // already the start
+  } else if (k == Seg::kMax || k == Seg::kMin) r = reduce_extreme(b, x, {d}, k == Seg::kMax);
   else if (k == Seg::kProd)
     r = b.reduce({x}, {b.constant(t, 1)}, {d},
                  [](Builder& q, const Values& v) { return Values{q.mul(v[0], v[1])}; })[0];
   else r = reduce_sum(b, x, {d});
-  Value init = has_init ? b.broadcast_in_dim(b.convert(a[7].tensor, t), r.shape(), {}) : Value();
   if (has_init) {
+    init = b.broadcast_in_dim(init, r.shape(), {});
     if (k == Seg::kMax) r = nan_max(b, r, init);
     else if (k == Seg::kMin) r = nan_min(b, r, init);
     else if (k == Seg::kProd) r = b.mul(r, init);
@@ -216,7 +246,7 @@ Values segment_reduce(Context& c, const Args& a) {
     Value len = b.convert(expand(b, s.lengths, r.shape(), s.batch, true, false), t);
     Value empty = b.compare(Compare::kEQ, len, splat_like(b, 0, len));
     Value m = b.div(r, b.select(empty, splat_like(b, 1, len), len));
-    Value none = has_init ? r : splat_like(b, NAN, r);
+    Value none = !a[7].none() ? r : splat_like(b, NAN, r);
     r = b.select(empty, none, b.select(is_nan(b, r), r, m));
   }
   return {r};

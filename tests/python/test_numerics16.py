@@ -150,3 +150,15 @@ def test_histc_bins_by_cpus_linear_interpolation(dtype):
     x = torch.linspace(-10, 10, 401).to(dtype)
     expected, actual = _run(lambda x: torch.histc(x, 100, -10, 10), x)
     assert torch.equal(actual.cpu(), expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduce,initial", [("sum", 1.0), ("sum", None), ("mean", 2.0), ("prod", 1.5)])
+def test_segment_reduce_accumulates_in_order_like_cpu(dtype, reduce, initial):
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(12, 3, generator=g) * 10).to(dtype)
+    lengths = torch.tensor([1, 5, 0, 6])
+    expected = torch.segment_reduce(x, reduce, lengths=lengths, initial=initial, unsafe=True)
+    actual = torch.segment_reduce(x.to("tpu"), reduce, lengths=lengths.to("tpu"), initial=initial,
+                                  unsafe=True)
+    assert_ulp_close(actual, expected, max_inexact=0)
