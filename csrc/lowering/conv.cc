@@ -157,6 +157,33 @@ Value conv_transposed(Context& c, Value x, Value w, const ConvParams& p) {
   return c.b.slice(y, start, limit);
 }
 
+// The f16 transposed convolution as CPU computes it (slow_conv_transpose,
+// oneDNN takes no f16): each kernel tap's products are summed over input
+// channels and rounded to f16 (a gemm into columns), then added into the
+// output tap after tap in kernel order, each addition rounding (col2im).
+// A tap's contribution is the transposed convolution with the other taps
+// zeroed; its sums are exact f32 like the gemm's.
+Value conv_transposed_f16(Context& c, Value x, Value w, const ConvParams& p) {
+  Builder& b = c.b;
+  auto r = [&](Value v) { return round_like(b, v, ElementType::kF16); };
+  std::vector<int64_t> k = tail(w.shape(), 2);
+  int64_t taps = 1;
+  for (int64_t e : k) taps *= e;
+  if (taps == 0) return conv_transposed(c, x, w, p);
+  Value zero = b.zeros(w.type()), acc;
+  for (int64_t tap = 0; tap < taps; ++tap) {
+    Value only = b.broadcast_in_dim(b.constant_int(ElementType::kPred, 1), w.shape(), {});
+    for (int64_t i = static_cast<int64_t>(k.size()) - 1, t = tap; i >= 0; t /= k[i], --i) {
+      Value at = b.iota(TensorType{ElementType::kI64, w.shape()}, i + 2);
+      Value hit = b.compare(hlo::Compare::kEQ, at, splat_like(b, static_cast<double>(t % k[i]), at));
+      only = b.and_(only, hit);
+    }
+    Value y = r(conv_transposed(c, x, b.select(only, w, zero), p));
+    acc = tap == 0 ? y : r(b.add(acc, y));
+  }
+  return acc;
+}
+
 // d/dw of conv_forward(x, w) against output gradient gy[N, O, *]: the batch
 // is contracted, input channels play the batch; groups split that batch.
 Value conv_weight_grad(Context& c, Value x, Value gy, const std::vector<int64_t>& w_shape,
@@ -180,7 +207,9 @@ Value add_bias(Builder& b, Value y, Value bias) {
 Values convolution(Context& c, const Args& a) {
   Value x = a[0].tensor, w = a[1].tensor;
   ConvParams p = conv_params(a, x.rank() - 2);
-  Value y = p.transposed ? conv_transposed(c, x, w, p) : conv_forward(c, x, w, p);
+  bool f16_cols = p.transposed && x.dtype() == ElementType::kF16;
+  Value y = f16_cols ? conv_transposed_f16(c, x, w, p)
+            : p.transposed ? conv_transposed(c, x, w, p) : conv_forward(c, x, w, p);
   if (!a[2].none()) y = add_bias(c.b, y, a[2].tensor);
   return {c.b.convert(y, c.out().dtype)};
 }
