@@ -157,15 +157,26 @@ Value conv_transposed(Context& c, Value x, Value w, const ConvParams& p) {
   return c.b.slice(y, start, limit);
 }
 
-// The f16 transposed convolution as CPU computes it (slow_conv_transpose,
-// oneDNN takes no f16): each kernel tap's products are summed over input
-// channels and rounded to f16 (a gemm into columns), then added into the
-// output tap after tap in kernel order, each addition rounding (col2im).
+// Whether CPU computes this 16-bit transposed convolution with its slow
+// kernel rather than oneDNN: always for f16 (oneDNN takes no f16 on common
+// CPUs), and for bf16 where an output_padding reaches its stride.
+bool cpu_col2im(const ConvParams& p, ElementType t) {
+  if (!p.transposed || !is_half(t)) return false;
+  if (t == ElementType::kF16) return true;
+  for (size_t i = 0; i < p.stride.size(); ++i)
+    if (p.output_padding[i] >= p.stride[i]) return true;
+  return false;
+}
+
+// A 16-bit transposed convolution as CPU's slow kernel computes it
+// (slow_conv_transpose): each kernel tap's products are summed over input
+// channels and rounded to the dtype (a gemm into columns), then added into
+// the output tap after tap in kernel order, each addition rounding (col2im).
 // A tap's contribution is the transposed convolution with the other taps
 // zeroed; its sums are exact f32 like the gemm's.
-Value conv_transposed_f16(Context& c, Value x, Value w, const ConvParams& p) {
+Value conv_transposed_col2im(Context& c, Value x, Value w, const ConvParams& p) {
   Builder& b = c.b;
-  auto r = [&](Value v) { return round_like(b, v, ElementType::kF16); };
+  auto r = [&](Value v) { return round_like(b, v, x.dtype()); };
   std::vector<int64_t> k = tail(w.shape(), 2);
   int64_t taps = 1;
   for (int64_t e : k) taps *= e;
@@ -207,8 +218,7 @@ Value add_bias(Builder& b, Value y, Value bias) {
 Values convolution(Context& c, const Args& a) {
   Value x = a[0].tensor, w = a[1].tensor;
   ConvParams p = conv_params(a, x.rank() - 2);
-  bool f16_cols = p.transposed && x.dtype() == ElementType::kF16;
-  Value y = f16_cols ? conv_transposed_f16(c, x, w, p)
+  Value y = cpu_col2im(p, x.dtype()) ? conv_transposed_col2im(c, x, w, p)
             : p.transposed ? conv_transposed(c, x, w, p) : conv_forward(c, x, w, p);
   if (!a[2].none()) y = add_bias(c.b, y, a[2].tensor);
   return {c.b.convert(y, c.out().dtype)};

@@ -77,18 +77,31 @@ def test_foreach_ops_use_the_per_tensor_numerics(dtype):
         assert_ulp_close(a, e)
 
 
-@pytest.mark.parametrize("transposed", [False, True])
-def test_float16_convolution_accumulates_in_f32(transposed):
+def test_float16_convolution_accumulates_in_f32():
     g = torch.Generator().manual_seed(1)
     x = (torch.randn(2, 4, 9, 9, generator=g) * 3).half()
-    if transposed:
-        # CPU's f16 transposed convolution sums kernel taps in f16 (col2im):
-        # only plain convolutions are exact here.
-        pytest.skip("CPU accumulates f16 transposed convolution taps in f16")
     w = (torch.randn(5, 4, 3, 3, generator=g) * 3).half()
     b = torch.randn(5, generator=g).half()
     expected, actual = _run(lambda x, w, b: F.conv2d(x, w, b, padding=1), x, w, b)
     assert_ulp_close(actual, expected)
+
+
+# CPU's slow transposed convolution (every f16 one; bf16 where an
+# output_padding reaches the stride) rounds each kernel tap's products and
+# adds the taps one by one in the 16-bit dtype; oneDNN (other bf16) rounds once.
+@pytest.mark.parametrize("dtype,kwargs", [
+    (torch.float16, {"stride": 2}),
+    (torch.float16, {"stride": (2, 1), "padding": 1, "groups": 2, "dilation": 2}),
+    (torch.bfloat16, {"stride": (3, 2), "output_padding": (2, 3), "dilation": 4}),
+    (torch.bfloat16, {"stride": 2, "output_padding": 1}),
+])
+def test_16_bit_transposed_convolution_sums_taps_like_cpu(dtype, kwargs):
+    g = torch.Generator().manual_seed(6)
+    x = (torch.randn(2, 4, 5, 5, generator=g) * 3).to(dtype)
+    w = (torch.randn(4, 2, 3, 3, generator=g) * 3).to(dtype)
+    b = torch.randn(2 * kwargs.get("groups", 1), generator=g).to(dtype)
+    expected, actual = _run(lambda x, w, b: F.conv_transpose2d(x, w, b, **kwargs), x, w, b)
+    assert_ulp_close(actual, expected, max_inexact=0.01)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
