@@ -56,9 +56,11 @@ Sampling nearest(Builder& b, int64_t in, int64_t out, const Arg& scale, bool exa
   return {index_at_most(b, b.convert(b.floor(b.mul(dst, r)), ElementType::kI64), in - 1)};
 }
 
-// compute_source_index_and_lambda, in type t.
+// compute_source_index_and_lambda, in type t; the weights rounded to `w`
+// (CPU's generic kernel stores them in the tensor's dtype: l1 rounded, then
+// l0 = 1 - l1 rounded; a no-op for f32 and f64).
 Sampling linear(Builder& b, int64_t in, int64_t out, bool align_corners, const Arg& scale,
-                ElementType t) {
+                ElementType t, ElementType w) {
   Value i = positions(b, out);
   Value one = b.full(TensorType{t, {out}}, 1), zero = b.zeros(TensorType{t, {out}});
   if (in == out) return {i, i, one, zero};
@@ -69,9 +71,9 @@ Sampling linear(Builder& b, int64_t in, int64_t out, bool align_corners, const A
                                           splat_like(b, 0.5, dst)),
                                     zero);
   Value i0 = index_at_most(b, b.convert(b.floor(src), ElementType::kI64), in - 1);
-  Value l1 = b.clamp(zero, b.sub(src, b.convert(i0, t)), one);
+  Value l1 = round_like(b, b.clamp(zero, b.sub(src, b.convert(i0, t)), one), w);
   Value i1 = index_at_most(b, b.add(i0, splat_like(b, 1, i0)), in - 1);
-  return {i0, i1, b.sub(one, l1), l1};
+  return {i0, i1, round_like(b, b.sub(one, l1), w), l1};
 }
 
 Value along(Builder& b, Value weights, Value like, int64_t dim) {
@@ -99,8 +101,9 @@ struct Resize {
   std::vector<Arg> scales;
 };
 
-Sampling sampling(Builder& b, const Resize& z, size_t i, Mode m, ElementType t) {
-  if (m == Mode::kLinear) return linear(b, z.in[i], z.out[i], z.align_corners, z.scales[i], t);
+// `w`: the dtype linear weights round to (see linear).
+Sampling sampling(Builder& b, const Resize& z, size_t i, Mode m, ElementType t, ElementType w) {
+  if (m == Mode::kLinear) return linear(b, z.in[i], z.out[i], z.align_corners, z.scales[i], t, w);
   return nearest(b, z.in[i], z.out[i], z.scales[i], m == Mode::kNearestExact);
 }
 
@@ -112,10 +115,13 @@ LoweringFn upsample(size_t n, Mode m) {
     Resize z{tail(x.shape(), lead), tail(c.out().shape, lead), m == Mode::kLinear && a[2].b,
              {a.begin() + static_cast<std::ptrdiff_t>(first_scale), a.end()}};
     ElementType t = m == Mode::kLinear ? opmath(x.dtype()) : x.dtype();
+    // 16-bit weights round on CPU's generic kernel (1d, 3d), not on its
+    // bilinear one; the sum is f32 either way, rounded once.
+    ElementType w = n == 2 ? t : x.dtype();
     Value y = c.b.convert(x, t);
     for (size_t i = n; i-- > 0;) {  // innermost first, as the CPU kernel
       int64_t dim = static_cast<int64_t>(lead + i);
-      Sampling s = sampling(c.b, z, i, m, t);
+      Sampling s = sampling(c.b, z, i, m, t, w);
       Value near = take(c.b, y, dim, s.i0);
       if (m != Mode::kLinear) {
         y = near;
@@ -140,7 +146,7 @@ LoweringFn upsample_backward(size_t n, Mode m) {
     Value y = c.b.convert(g, t);
     for (size_t i = 0; i < n; ++i) {
       int64_t dim = static_cast<int64_t>(lead + i);
-      Sampling s = sampling(c.b, z, i, m, t);
+      Sampling s = sampling(c.b, z, i, m, t, t);
       if (m != Mode::kLinear) {
         y = spread(c.b, y, dim, s.i0, z.in[i]);
         continue;
