@@ -90,12 +90,14 @@ Value weights_along(Builder& b, const Taps& taps, size_t k, Value like, int64_t 
   return b.broadcast_in_dim(exact_constant(b, taps.weight[k], like.dtype()), like.shape(), {dim});
 }
 
-// One resampling pass along `dim`: Σ_k y[index[k]] · weight[k].
-Value resample(Builder& b, Value y, int64_t dim, const Taps& taps) {
+// One resampling pass along `dim`: Σ_k y[index[k]] · weight[k], the weights
+// rounded to `w` first (CPU's generic kernel stores them in a 16-bit
+// tensor's dtype; a no-op for wider `w`).
+Value resample(Builder& b, Value y, int64_t dim, const Taps& taps, ElementType w) {
   Value sum;
   for (size_t k = 0; k < taps.index.size(); ++k) {
     Value v = take_static(b, y, dim, taps.index[k]);
-    v = b.mul(v, weights_along(b, taps, k, v, dim));
+    v = b.mul(v, round_like(b, weights_along(b, taps, k, v, dim), w));
     sum = k == 0 ? v : b.add(sum, v);
   }
   return sum;
@@ -122,7 +124,8 @@ Values upsample_bicubic2d(Context& c, const Args& a) {
   Value y = c.b.convert(x, t);
   for (int64_t i = 1; i >= 0; --i) {  // width first, as the CPU kernel nests
     int64_t dim = x.rank() - 2 + i;
-    y = resample(c.b, y, dim, taps_for(x.dim(dim), c.out().shape[dim], a[2].b, a[3 + i], t));
+    y = resample(c.b, y, dim, taps_for(x.dim(dim), c.out().shape[dim], a[2].b, a[3 + i], t),
+                 x.dtype());
   }
   return {c.b.convert(y, c.out().dtype)};
 }
@@ -194,7 +197,7 @@ Values upsample_bilinear2d_aa(Context& c, const Args& a) {
   for (int64_t i = 1; i >= 0; --i) {  // width first, as the CPU kernel
     int64_t dim = x.rank() - 2 + i, in = x.dim(dim), out = c.out().shape[dim];
     if (in == out) continue;
-    y = resample(c.b, y, dim, aa_taps_for(in, out, a[2].b, a[3 + i], t));
+    y = resample(c.b, y, dim, aa_taps_for(in, out, a[2].b, a[3 + i], t), t);
   }
   return {c.b.convert(y, c.out().dtype)};
 }

@@ -179,8 +179,9 @@ def test_segment_reduce_accumulates_in_order_like_cpu(dtype, reduce, initial):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mode,shape,size", [("linear", (16, 3, 4), (11,)),
-                                             ("trilinear", (2, 3, 4, 5, 3), (7, 9, 5))])
-def test_linear_interpolation_rounds_weights_like_cpu(dtype, mode, shape, size):
+                                             ("trilinear", (2, 3, 4, 5, 3), (7, 9, 5)),
+                                             ("bicubic", (2, 3, 5, 4), (9, 7))])
+def test_interpolation_rounds_weights_like_cpu(dtype, mode, shape, size):
     g = torch.Generator().manual_seed(7)
     x = (torch.randn(*shape, generator=g) * 3).to(dtype)
     expected, actual = _run(lambda x: F.interpolate(x, size=size, mode=mode), x)
