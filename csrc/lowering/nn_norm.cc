@@ -145,6 +145,16 @@ BatchNorm batch_norm(Context& c, Value input, const Arg& w, const Arg& bias, con
     };
     r.running_mean = update(rm, b.reshape(m.mean, {x.dim(1)}));
     r.running_var = update(rv, b.mul(var, k(b, n / (n - 1), var)));
+    // CPU keeps an f16 input's batch mean and invstd in f16 when the
+    // parameters share the dtype, and normalizes with those rounded values.
+    // (Its bf16 kernel rounds differently again; not matched yet.)
+    bool mixed = false;
+    for (const Arg* p : {&w, &bias, &rm, &rv})
+      mixed |= !p->none() && p->tensor.dtype() != input.dtype();
+    if (input.dtype() == ElementType::kF16 && !mixed) {
+      m.mean = round_like(b, m.mean, input.dtype());
+      m.rstd = round_like(b, m.rstd, input.dtype());
+    }
   } else {  // running stats, as (1, C, 1, ...)
     std::vector<int64_t> kept(x.rank(), 1);
     kept[1] = x.dim(1);

@@ -186,3 +186,19 @@ def test_interpolation_rounds_weights_like_cpu(dtype, mode, shape, size):
     x = (torch.randn(*shape, generator=g) * 3).to(dtype)
     expected, actual = _run(lambda x: F.interpolate(x, size=size, mode=mode), x)
     assert_ulp_close(actual, expected, max_inexact=0)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_float16_batch_statistics_round_like_cpu(affine):
+    g = torch.Generator().manual_seed(8)
+    x = (torch.randn(4, 6, 9, 10, generator=g) * 3 + 1).half()
+    w = torch.randn(6, generator=g).half() if affine else None
+    b = torch.randn(6, generator=g).half() if affine else None
+
+    def fn(x, w, b):
+        return F.instance_norm(x, weight=w, bias=b), F.batch_norm(x, None, None, w, b, training=True)
+
+    expected = fn(x, w, b)
+    actual = fn(*[t.to("tpu") if t is not None else None for t in (x, w, b)])
+    for a, e in zip(actual, expected):
+        assert_ulp_close(a, e, max_inexact=0.005)
