@@ -115,7 +115,7 @@ def test_addr_rounds_each_step_like_cpu(dtype, scales):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("reduction", ["none", "mean"])
 @pytest.mark.parametrize("loss", ["mse", "soft_margin", "bce_logits", "bce_logits_weighted"])
 def test_losses_round_like_cpus_16_bit_steps(loss, reduction, dtype):
     g = torch.Generator().manual_seed(3)
