@@ -108,7 +108,7 @@ void describe_all(const c10::IValue& v, std::vector<TensorMeta>& out) {
       if (t.defined()) out.push_back(describe(t));
 }
 
-OpMeta run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                 const std::vector<size_t>& mutated_args) {
   const auto& schema = op.schema();
   std::vector<c10::IValue> stack;
@@ -138,7 +138,7 @@ OpMeta run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& a
 
 }  // namespace
 
-std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                          const std::vector<size_t>& mutated_args) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<const OpMeta>> cache;

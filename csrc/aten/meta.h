@@ -24,7 +24,7 @@ struct OpMeta {
 };
 
 // `mutated_args` are the indices of arguments the op writes.
-std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                          const std::vector<size_t>& mutated_args);
 
 }  // namespace torch_tpu::aten

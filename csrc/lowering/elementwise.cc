@@ -325,6 +325,9 @@ void register_elementwise(Registry& r) {
   for (const char* op : {"aten::add.Tensor", "aten::add.Scalar"}) r.add(op, add);
   for (const char* op : {"aten::sub.Tensor", "aten::sub.Scalar"}) r.add(op, sub);
   for (const char* op : {"aten::rsub.Tensor", "aten::rsub.Scalar"}) r.add(op, rsub);
+  for (const char* op : {"aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor",
+                         "aten::sub.Scalar", "aten::rsub.Tensor", "aten::rsub.Scalar"})
+    r.omit_unit_alpha(op);  // scaled() and add's bool form treat a missing alpha as 1
   for (const char* op : {"aten::mul.Tensor", "aten::mul.Scalar"}) r.add(op, mul);
   for (const char* op : {"aten::div.Tensor", "aten::div.Scalar", "aten::div.Tensor_mode",
                          "aten::div.Scalar_mode"})
