@@ -136,3 +136,22 @@ def test_logcumsumexp_special_values():
     check(lambda t: torch.logcumsumexp(t, 0), torch.tensor([-inf, -inf, 1.0, inf, 2.0, inf, nan, 3.0]))
     check(lambda t: torch.logcumsumexp(t, -1), torch.tensor([[-inf, 0.0], [5.0, 5.0]]).bfloat16())
     check(lambda t: torch.logcumsumexp(t, 0), torch.tensor(2.0))
+
+
+# -- normalization numerics ---------------------------------------------------------
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_single_element_backward(affine):
+    # CPU's gradient is the exact rounding noise of its formula; it is matched.
+    torch.manual_seed(5)
+    x, dy = torch.randn(8, 1) * 3, torch.randn(8, 1) * 30
+    w, b = (torch.randn(1), torch.randn(1)) if affine else (None, None)
+
+    def run(t, g, *wb):
+        out, mean, rstd = torch.ops.aten.native_layer_norm(t, [1], *wb, 1e-5)
+        return (out, mean, rstd) + tuple(
+            torch.ops.aten.native_layer_norm_backward(g, t, [1], mean, rstd, *wb, [True, False, False]))
+
+    args = (x, dy, w, b) if affine else (x, dy, None, None)
+    check(lambda *a: run(*a)[:4], *args, atol=0, rtol=0)
+
