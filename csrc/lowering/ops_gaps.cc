@@ -1,6 +1,6 @@
 // Operators that fill gaps of the OpInfo sweep without a family of their own:
 // hash_tensor and logcumsumexp here, and (through register_linalg_lstsq)
-// geqrf and linalg_lstsq.
+// geqrf and linalg_lstsq, and linalg_ldl_factor_ex.
 #include <cmath>
 
 #include "reduction.h"
@@ -8,6 +8,7 @@
 namespace torch_tpu::lowering {
 
 void register_linalg_lstsq(Registry& r);  // linalg_lstsq.cc
+void register_linalg_ldl(Registry& r);    // linalg_ldl.cc
 
 namespace {
 
@@ -74,6 +75,7 @@ void register_ops_gaps(Registry& r) {
   r.add("aten::hash_tensor", hash_tensor);
   r.add("aten::logcumsumexp", logcumsumexp);
   register_linalg_lstsq(r);
+  register_linalg_ldl(r);
 }
 
 }  // namespace torch_tpu::lowering
