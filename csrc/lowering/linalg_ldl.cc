@@ -1,6 +1,6 @@
 // linalg_ldl_factor_ex: LAPACK's sytf2 (lower) with Bunch–Kaufman pivoting,
 // step for step, so pivots (1-based, negative for 2x2 blocks) and the packed
-// LD agree with CPU. One matrix at a time (a loop over the batch), each a
+// LD agree with CPU; linalg_ldl_solve: LAPACK's sytrs (lower) on them. One matrix at a time (a loop over the batch), each a
 // loop over columns whose pivot choice is data-dependent: both the 1x1 and the
 // 2x2 elimination are computed and one is selected.
 #include <cmath>
@@ -23,7 +23,7 @@ Value col_of(Builder& b, Value a, Value j) {
 }
 
 Value row_of(Builder& b, Value a, Value i) {
-  int64_t n = a.dim(0);
+  int64_t n = a.dim(1);
   return b.reshape(b.dynamic_slice(a, {i, i32(b, 0)}, {1, n}), {n});
 }
 
@@ -196,8 +196,127 @@ Values ldl_factor_ex(Context& c, const Args& a) {
           c.b.reshape(out[3], c.out(2).shape)};
 }
 
+// ---- ldl_solve (sytrs, lower) --------------------------------------------------
+
+// x with rows i and j interchanged.
+Value swap_rows(Builder& b, Value x, Value i, Value j) {
+  int64_t n = x.dim(0);
+  Value rows = b.iota(TensorType{kI32, {n}}, 0);
+  Value ib = b.broadcast_to(i, {n}), jb = b.broadcast_to(j, {n});
+  Value p = b.select(b.compare(Compare::kEQ, rows, ib), jb, b.select(b.compare(Compare::kEQ, rows, jb), ib, rows));
+  return take_rows(b, x, p);
+}
+
+Value set_row(Builder& b, Value x, Value i, Value v) {
+  return b.dynamic_update_slice(x, b.reshape(v, {1, x.dim(1)}), {i, i32(b, 0)});
+}
+
+// Column j of the factor, zero except below row m.
+Value factor_col(Builder& b, Value ld, Value j, Value m) {
+  Value c = col_of(b, ld, j);
+  return b.select(after(b, m, ld.dim(0)), c, splat_like(b, 0, c));
+}
+
+// x - col ⊗ x[i] (LAPACK's ger with alpha = -1).
+Value ger(Builder& b, Value x, Value col, Value i) {
+  Value xi = row_of(b, x, i);
+  int64_t n = x.dim(0), m = x.dim(1);
+  return b.add(x, b.mul(b.broadcast_in_dim(col, {n, m}, {0}), b.broadcast_in_dim(b.neg(xi), {n, m}, {1})));
+}
+
+// Row i of x minus colᵀ x (LAPACK's gemv with alpha = -1, beta = 1).
+Value gemv_row(Builder& b, Value x, Value col, Value i) {
+  int64_t n = x.dim(0), m = x.dim(1);
+  Value dot = reduce_sum(b, b.mul(x, b.broadcast_in_dim(col, {n, m}, {0})), {0});
+  return set_row(b, x, i, b.sub(row_of(b, x, i), dot));
+}
+
+// Forward step k of L D y = b: state {k, x} → the next.
+Values solve_forward(Builder& b, Value ld, Value piv, const Values& s) {
+  Value k = s[0], x = s[1], one = i32(b, 1), k1 = b.add(k, one);
+  Value p = scalar_at(b, piv, k);
+  Value two = b.compare(Compare::kLT, p, i32(b, 0));
+  Value x1 = swap_rows(b, x, k, b.sub(p, one));
+  x1 = ger(b, x1, factor_col(b, ld, k, k), k);
+  Value r = b.div(b.constant(x.dtype(), 1), elem(b, ld, k, k));
+  x1 = set_row(b, x1, k, b.mul(b.broadcast_to(r, {x.dim(1)}), row_of(b, x1, k)));
+  Value x2 = swap_rows(b, x, k1, b.sub(b.neg(p), one));
+  x2 = ger(b, ger(b, x2, factor_col(b, ld, k, k1), k), factor_col(b, ld, k1, k1), k1);
+  Value akm1k = elem(b, ld, k1, k);
+  Value akm1 = b.div(elem(b, ld, k, k), akm1k), ak = b.div(elem(b, ld, k1, k1), akm1k);
+  Value denom = b.sub(b.mul(akm1, ak), b.constant(x.dtype(), 1));
+  int64_t m = x.dim(1);
+  auto bc = [&](Value v) { return b.broadcast_to(v, {m}); };
+  Value bkm1 = b.div(row_of(b, x2, k), bc(akm1k)), bk = b.div(row_of(b, x2, k1), bc(akm1k));
+  x2 = set_row(b, x2, k, b.div(b.sub(b.mul(bc(ak), bkm1), bk), bc(denom)));
+  x2 = set_row(b, x2, k1, b.div(b.sub(b.mul(bc(akm1), bk), bkm1), bc(denom)));
+  return {b.add(k, b.select(two, i32(b, 2), one)), b.select(two, x2, x1)};
+}
+
+// Backward step k of Lᵀ x = y (k descending): state {k, x} → the next.
+Values solve_backward(Builder& b, Value ld, Value piv, const Values& s) {
+  Value k = s[0], x = s[1], one = i32(b, 1), km1 = b.sub(k, one);
+  Value p = scalar_at(b, piv, k);
+  Value two = b.compare(Compare::kLT, p, i32(b, 0));
+  Value y = gemv_row(b, x, factor_col(b, ld, k, k), k);
+  Value y2 = gemv_row(b, y, factor_col(b, ld, km1, k), km1);
+  y = b.select(two, y2, y);
+  Value kp = b.select(two, b.sub(b.neg(p), one), b.sub(p, one));
+  return {b.sub(k, b.select(two, i32(b, 2), one)), swap_rows(b, y, k, kp)};
+}
+
+// Loop state {k, x, ld, pivots}: the factor travels through the loop.
+Value ldl_solve_one(Builder& b, Value ld, Value piv, Value x) {
+  int64_t n = ld.dim(0);
+  using Step = Values (*)(Builder&, Value, Value, const Values&);
+  auto body = [](Step step) {
+    return [step](Builder& w, const Values& s) {
+      Values next = step(w, s[2], s[3], {s[0], s[1]});
+      return Values{next[0], next[1], s[2], s[3]};
+    };
+  };
+  Value y = b.while_loop(
+      {i32(b, 0), x, ld, piv},
+      [n](Builder& w, const Values& s) { return Values{w.compare(Compare::kLT, s[0], i32(w, n))}; },
+      body(solve_forward))[1];
+  return b.while_loop(
+      {i32(b, n - 1), y, ld, piv},
+      [](Builder& w, const Values& s) { return Values{w.compare(Compare::kGE, s[0], i32(w, 0))}; },
+      body(solve_backward))[1];
+}
+
+// linalg_ldl_solve(LD, pivots, B, hermitian) → X, batches broadcast.
+Values ldl_solve(Context& c, const Args& a) {
+  Value ld = a[0].tensor, piv = a[1].tensor, rhs = a[2].tensor;
+  require_real(c, ld);
+  const auto& shape = c.out().shape;
+  int64_t r = static_cast<int64_t>(shape.size()), n = shape[r - 2], m = shape[r - 1];
+  std::vector<int64_t> batch(shape.begin(), shape.end() - 2);
+  int64_t B = product(batch);
+  if (B * n * m == 0) return {c.b.zeros(c.out())};
+  auto with = [&](std::vector<int64_t> tail) { auto v = batch; v.insert(v.end(), tail.begin(), tail.end()); return v; };
+  Value lds = c.b.reshape(c.b.broadcast_to(ld, with({n, n})), {B, n, n});
+  Value ps = c.b.reshape(c.b.broadcast_to(c.b.convert(piv, kI32), with({n})), {B, n});
+  Value xs = c.b.reshape(c.b.broadcast_to(rhs, with({n, m})), {B, n, m});
+  Value out = c.b.while_loop(
+      {i32(c.b, 0), xs, lds, ps},
+      [B](Builder& w, const Values& s) { return Values{w.compare(Compare::kLT, s[0], i32(w, B))}; },
+      [n, m](Builder& w, const Values& s) {
+        Value z = i32(w, 0);
+        Value l1 = w.reshape(w.dynamic_slice(s[2], {s[0], z, z}, {1, n, n}), {n, n});
+        Value p1 = w.reshape(w.dynamic_slice(s[3], {s[0], z}, {1, n}), {n});
+        Value x1 = w.reshape(w.dynamic_slice(s[1], {s[0], z, z}, {1, n, m}), {n, m});
+        Value y = w.reshape(ldl_solve_one(w, l1, p1, x1), {1, n, m});
+        return Values{w.add(s[0], i32(w, 1)), w.dynamic_update_slice(s[1], y, {s[0], z, z}), s[2], s[3]};
+      })[1];
+  return {c.b.reshape(out, c.out().shape)};
+}
+
 }  // namespace
 
-void register_linalg_ldl(Registry& r) { r.add("aten::linalg_ldl_factor_ex", ldl_factor_ex); }
+void register_linalg_ldl(Registry& r) {
+  r.add("aten::linalg_ldl_factor_ex", ldl_factor_ex);
+  r.add("aten::linalg_ldl_solve", ldl_solve);
+}
 
 }  // namespace torch_tpu::lowering

@@ -189,3 +189,31 @@ def test_layer_and_group_norm_saved_stats(dtype, pdtype):
     check(lambda t, p: torch.ops.aten.native_layer_norm(t, [4], p, p, 1e-5), x, w, atol=1e-2, rtol=1e-2)
     check(lambda t, p: torch.ops.aten.native_group_norm(t, p, p, 3, 2, 4, 1, 1e-5), x, w[:2],
           atol=1e-2, rtol=1e-2)
+
+
+# -- LDL (Bunch–Kaufman, as LAPACK's sytrf/sytrs) ---------------------------------
+
+def _symmetric(*shape):
+    a = torch.randn(*shape)
+    return a + a.mT
+
+
+def test_ldl_factor_pivots_match_cpu():
+    torch.manual_seed(9)
+    a = _symmetric(4, 5, 5)  # indefinite: 1x1 swaps and 2x2 blocks occur
+    expected = torch.linalg.ldl_factor_ex(a)
+    assert (expected.pivots < 0).any() and (expected.pivots != torch.arange(1, 6, dtype=torch.int32)).any()
+    check(lambda t: tuple(torch.linalg.ldl_factor_ex(t)), a, atol=1e-5, rtol=1e-4)
+
+
+def test_ldl_factor_edge_cases():
+    check(lambda t: tuple(torch.linalg.ldl_factor_ex(t)), torch.zeros(3, 3))  # info = 1
+    check(lambda t: tuple(torch.linalg.ldl_factor_ex(t)), torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+    check(lambda t: tuple(torch.linalg.ldl_factor_ex(t)), torch.zeros(0, 2, 2))
+
+
+def test_ldl_solve(highest_precision):
+    torch.manual_seed(10)
+    ld, piv, _ = torch.linalg.ldl_factor_ex(_symmetric(3, 5, 5))
+    check(torch.linalg.ldl_solve, ld, piv, torch.randn(3, 5, 2), atol=1e-4, rtol=1e-4)
+    check(torch.linalg.ldl_solve, ld[0], piv[0], torch.randn(2, 5, 3), atol=1e-4, rtol=1e-4)
