@@ -133,10 +133,11 @@ Value rank_of(Context& c, Value am, Value sv, const LstsqShape& s, const Solved&
   return c.b.reshape(count_rank(c.b, c.b.reshape(v, {t.numel(), kk}), rcond), t.shape);
 }
 
-// An empty system: zero solution, residuals |b|² (CPU's tail rows are all of b).
-Values lstsq_empty(Context& c, Value rhs, const LstsqShape& s) {
+// An empty system: zero solution; residuals |b|² for gelsd/gelss (CPU's tail
+// rows are all of b), zero for gels.
+Values lstsq_empty(Context& c, Value rhs, const LstsqShape& s, const std::string& driver) {
   Value res = c.b.zeros(c.out(1));
-  if (c.out(1).numel() > 0) {
+  if (c.out(1).numel() > 0 && driver != "gels") {
     Value bb = c.b.broadcast_to(rhs, [&] { auto v = s.batch; v.push_back(s.m); v.push_back(s.k); return v; }());
     res = c.b.reshape(reduce_sum(c.b, c.b.mul(bb, bb), {static_cast<int64_t>(s.batch.size())}), c.out(1).shape);
   }
@@ -151,7 +152,7 @@ Values lstsq(Context& c, const Args& a) {
   std::string driver = a[3].none() ? "gelsy" : a[3].s;
   double rcond = a[2].none() || a[2].d < 0 ? default_rcond(am.dtype(), s) : a[2].d;
   if (s.vector) rhs = c.b.reshape(rhs, [&] { auto v = rhs.shape(); v.push_back(1); return v; }());
-  if (product(s.batch) * s.m * s.n * s.k == 0) return lstsq_empty(c, rhs, s);
+  if (product(s.batch) * s.m * s.n * s.k == 0) return lstsq_empty(c, rhs, s, driver);
   Value af = as_batch(c.b, am, s.batch, s.m, s.n), bf = as_batch(c.b, rhs, s.batch, s.m, s.k);
   Solved r = s.m >= s.n ? solve_tall(c.b, af, bf) : solve_wide(c.b, af, bf);
   bool svd_driver = driver == "gelsd" || driver == "gelss";

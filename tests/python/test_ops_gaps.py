@@ -95,6 +95,13 @@ def test_lstsq_backward(highest_precision):
                atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("driver", ["gels", "gelsd"])
+def test_lstsq_empty(driver):
+    torch.manual_seed(11)
+    check(lambda x, y: tuple(torch.linalg.lstsq(x, y, driver=driver)), torch.randn(3, 0), torch.randn(3, 2))
+    check(lambda x, y: tuple(torch.linalg.lstsq(x, y, driver=driver)), torch.randn(0, 4, 3), torch.randn(0, 4, 2))
+
+
 def test_lstsq_errors():
     a = torch.randn(4, 3, device="tpu")
     with pytest.raises(RuntimeError, match="driver"):
