@@ -133,6 +133,7 @@ OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
   // Written arguments: the meta inputs after the call hold their final sizes
   // (out= results are resized by the meta function).
   for (size_t i : mutated_args) describe_all(meta_args[i], m.mutated);
+  apply_cpu_rules(schema, args, m);
   return m;
 }
 

@@ -117,5 +117,6 @@ void register_factory(Registry& r);
 void register_conv(Registry& r);
 void register_misc(Registry& r);
 void register_special(Registry& r);  // special functions, extra pointwise ops, _foreach_*
+void register_ops_gaps(Registry& r);  // hash_tensor, geqrf, linalg_lstsq (ops_gaps.cc)
 
 }  // namespace torch_tpu::lowering
