@@ -48,7 +48,7 @@ const StatsRule* find_rule(const c10::FunctionSchema& s) {
 
 // CPU's dtype for the statistics: a 16-bit input's own dtype, or f32 when
 // any parameter is f32; other inputs keep the meta function's dtype.
-std::optional<c10::ScalarType> stats_dtype(const StatsRule& r, const std::vector<c10::IValue>& args) {
+std::optional<c10::ScalarType> stats_dtype(const StatsRule& r, c10::ArrayRef<c10::IValue> args) {
   c10::ScalarType in = args.at(0).toTensor().scalar_type();
   if (in != at::kBFloat16 && in != at::kHalf) return std::nullopt;
   for (int i : r.params) {
@@ -59,7 +59,7 @@ std::optional<c10::ScalarType> stats_dtype(const StatsRule& r, const std::vector
   return in;
 }
 
-bool eval_mode(const StatsRule& r, const std::vector<c10::IValue>& args) {
+bool eval_mode(const StatsRule& r, c10::ArrayRef<c10::IValue> args) {
   if (r.training == kTraining) return false;
   if (r.training == kEval) return true;
   return !args.at(r.training).toBool();
@@ -67,7 +67,7 @@ bool eval_mode(const StatsRule& r, const std::vector<c10::IValue>& args) {
 
 }  // namespace
 
-void apply_cpu_rules(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                      OpMeta& m) {
   const StatsRule* r = find_rule(schema);
   if (r == nullptr || m.fresh.size() < 3) return;

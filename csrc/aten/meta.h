@@ -25,7 +25,7 @@ struct OpMeta {
 
 // Where CPU's output metadata differs from the meta function's (norms' saved
 // statistics), `m` is changed to CPU's (cpu_meta_rules.cc).
-void apply_cpu_rules(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                      OpMeta& m);
 
 // `mutated_args` are the indices of arguments the op writes.
