@@ -40,7 +40,14 @@ struct Plan {
   std::vector<size_t> mutated;          // arguments written (alias sets with '!')
   std::vector<size_t> generators;       // Generator? arguments
   bool implicit_generator = false;      // draws from the default generator unasked
+  int unit_alpha = -1;                  // an `alpha` argument left out when it is 1
 };
+
+// An alpha of exactly 1 (True for bools): x + 1*y is x + y in every dtype.
+bool is_unit(const c10::IValue& v) {
+  return (v.isInt() && v.toInt() == 1) || (v.isDouble() && v.toDouble() == 1.0) ||
+         (v.isBool() && v.toBool());
+}
 
 std::mutex g_plans_mu;
 std::unordered_map<c10::OperatorName, Plan>& plans() {
@@ -267,7 +274,11 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const Plan* plan = &plan_of(schema);
   const size_t n = schema.arguments().size();
-  std::vector<c10::IValue> args(stack->end() - n, stack->end());
+  // The arguments stay on the stack (copying them would touch every tensor's
+  // Python refcount); room for the returns is made first so `args` stays valid.
+  stack->reserve(stack->size() + schema.returns().size());
+  const size_t base = stack->size() - n;
+  c10::ArrayRef<c10::IValue> args(stack->data() + base, n);
   if (g_log_ops) std::cerr << "[torch_tpu] " << full_name(schema.operator_name()) << "\n";
 
   CallState state;
@@ -302,10 +313,15 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     e.begin(state.device);
     Args largs;
     largs.reserve(plan->inputs.size());
-    for (size_t i : plan->inputs) largs.push_back(convert(e, schema.arguments()[i], args[i], state));
+    for (size_t i : plan->inputs) {
+      if (static_cast<int>(i) == plan->unit_alpha && is_unit(args[i]))
+        largs.emplace_back();
+      else
+        largs.push_back(convert(e, schema.arguments()[i], args[i], state));
+    }
     if (plan->implicit_generator)
       largs.push_back(convert(e, default_generator_argument(), c10::IValue(), state));
-    lowering::Context ctx{e.builder(), {}, current_precision(), plan->lowering};
+    lowering::Context ctx{e.builder(), {}, lowering::LazyPrecision(&current_precision), plan->lowering};
     for (const TensorMeta& m : meta->fresh) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
     for (const TensorMeta& m : meta->mutated) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
     hlo::Values outs;
@@ -350,7 +366,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     advance_generators(*plan, args, state.device, drawn);
 
   // 3. Returns: fresh tensors in order, aliasing returns are their arguments.
-  torch::jit::drop(*stack, n);
+  // They are pushed above the arguments, which are then erased.
   size_t next_fresh = 0, next_return = 0;
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     const c10::Argument& ret = schema.returns()[r];
@@ -375,6 +391,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
     }
   }
+  stack->erase(stack->begin() + base, stack->begin() + base + n);
 }
 
 // ---- registration -----------------------------------------------------------
@@ -421,6 +438,8 @@ void register_lowered_ops(torch::Library& m) {
       }
       if (writes(schema.arguments()[i]) || writes_undeclared(schema, i)) p.mutated.push_back(i);
       if (is_generator(schema.arguments()[i])) p.generators.push_back(i);
+      if (schema.arguments()[i].name() == "alpha" && registry.omits_unit_alpha(lowering_name))
+        p.unit_alpha = static_cast<int>(i);
       p.inputs.push_back(i);
     }
     p.implicit_generator = implicit_generator(schema);

@@ -108,7 +108,7 @@ void describe_all(const c10::IValue& v, std::vector<TensorMeta>& out) {
       if (t.defined()) out.push_back(describe(t));
 }
 
-OpMeta run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                 const std::vector<size_t>& mutated_args) {
   const auto& schema = op.schema();
   std::vector<c10::IValue> stack;
@@ -133,12 +133,13 @@ OpMeta run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& a
   // Written arguments: the meta inputs after the call hold their final sizes
   // (out= results are resized by the meta function).
   for (size_t i : mutated_args) describe_all(meta_args[i], m.mutated);
+  apply_cpu_rules(schema, args, m);
   return m;
 }
 
 }  // namespace
 
-std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                          const std::vector<size_t>& mutated_args) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<const OpMeta>> cache;

@@ -23,8 +23,13 @@ struct OpMeta {
   std::vector<TensorMeta> mutated;    // written arguments after the call, flattened
 };
 
+// Where CPU's output metadata differs from the meta function's (norms' saved
+// statistics), `m` is changed to CPU's (cpu_meta_rules.cc).
+void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                     OpMeta& m);
+
 // `mutated_args` are the indices of arguments the op writes.
-std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                          const std::vector<size_t>& mutated_args);
 
 }  // namespace torch_tpu::aten

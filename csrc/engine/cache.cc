@@ -51,7 +51,7 @@ pjrt::ExecutablePtr Cache::lookup(const hlo::Fingerprint& key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return nullptr;
   ++stats_.hits;
-  metrics_.count("cache_hits");
+  metrics_.count(Hot::kCacheHits);
   return it->second;
 }
 

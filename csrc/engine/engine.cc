@@ -183,7 +183,7 @@ void Engine::set_warning_handler(std::function<void(const std::string&)> handler
 
 void Engine::end(const char* op, const std::string* site) {
   ++ops_;
-  metrics_.count("ops_recorded");
+  metrics_.count(Hot::kOpsRecorded);
   op_sites_.push_back(OpSite{op, site});
   switch (mode_) {
     case Mode::kDeferNever:
@@ -191,7 +191,9 @@ void Engine::end(const char* op, const std::string* site) {
       flush("op");
       break;
     case Mode::kDeferAndFuse: {
-      uint64_t h = Cache::hash(op);
+      // Op names are stable strings (a plan's, or literals): their address
+      // identifies the op for loop detection without hashing the name.
+      uint64_t h = reinterpret_cast<uintptr_t>(op);
       if (current_ops_.empty()) matching_last_ = !last_program_ops_.empty();
       size_t i = current_ops_.size();
       current_ops_.push_back(h);
@@ -218,7 +220,10 @@ Program Engine::flush_program(const char* cause, bool with_text) {
     reset_recording();
     return p;
   }
-  metrics_.count(std::string("flush_") + cause);
+  if (std::strcmp(cause, "op") == 0)
+    metrics_.count(Hot::kFlushOp);
+  else
+    metrics_.count(std::string("flush_") + cause);
   hlo::Values results;
   for (const ValuePtr& v : p.outputs) results.push_back(v->node_);
   builder_->set_results(results);
@@ -306,7 +311,7 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
   for (const auto& b : inputs) args.push_back(b->get());
   auto start = std::chrono::steady_clock::now();
   pjrt::ExecuteResult result = exe.execute(args, client_->device(device));
-  metrics_.count("executions");
+  metrics_.count(Hot::kExecutions);
   std::vector<ValuePtr> values;
   values.reserve(result.outputs.size());
   for (auto& buffer : result.outputs) {
@@ -317,7 +322,7 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
     values.push_back(std::move(v));
   }
   launched(std::move(result.done));
-  metrics_.time("execute_launch", seconds_since(start));
+  metrics_.time_launch(seconds_since(start));
   return values;
 }
 

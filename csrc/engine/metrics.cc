@@ -1,6 +1,7 @@
 #include "metrics.h"
 
 #include <cstdio>
+#include <iterator>
 
 namespace torch_tpu::engine {
 
@@ -14,14 +15,25 @@ void Metrics::time(const std::string& name, double seconds) {
   values_[name + "_s"] += seconds;
 }
 
+namespace {
+constexpr const char* kHotNames[] = {"ops_recorded", "executions", "cache_hits", "flush_op"};
+static_assert(std::size(kHotNames) == static_cast<size_t>(Hot::kCount));
+}  // namespace
+
 std::map<std::string, double> Metrics::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return values_;
+  std::map<std::string, double> out = values_;
+  for (size_t i = 0; i < hot_.size(); ++i)
+    if (int64_t n = hot_[i].load(std::memory_order_relaxed)) out[kHotNames[i]] += static_cast<double>(n);
+  if (int64_t ns = launch_ns_.load(std::memory_order_relaxed)) out["execute_launch_s"] += ns * 1e-9;
+  return out;
 }
 
 void Metrics::reset() {
   std::lock_guard<std::mutex> lock(mu_);
   values_.clear();
+  for (auto& h : hot_) h.store(0, std::memory_order_relaxed);
+  launch_ns_.store(0, std::memory_order_relaxed);
 }
 
 std::string Metrics::report() const {

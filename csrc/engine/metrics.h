@@ -2,6 +2,8 @@
 // report: compiles, executions, flushes by cause, transfers, fallbacks.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -9,10 +11,17 @@
 
 namespace torch_tpu::engine {
 
+// Counters bumped once per op or per launch: lock-free, no name lookup.
+enum class Hot { kOpsRecorded, kExecutions, kCacheHits, kFlushOp, kCount };
+
 class Metrics {
  public:
   void count(const std::string& name, int64_t n = 1);
+  void count(Hot which) { hot_[static_cast<size_t>(which)].fetch_add(1, std::memory_order_relaxed); }
   void time(const std::string& name, double seconds);  // adds to "<name>_s"
+  void time_launch(double seconds) {
+    launch_ns_.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
+  }
   std::map<std::string, double> snapshot() const;
   void reset();
   std::string report() const;  // one "name: value" line each, sorted
@@ -20,6 +29,8 @@ class Metrics {
  private:
   mutable std::mutex mu_;
   std::map<std::string, double> values_;
+  std::array<std::atomic<int64_t>, static_cast<size_t>(Hot::kCount)> hot_{};
+  std::atomic<int64_t> launch_ns_{0};  // "execute_launch_s"
 };
 
 }  // namespace torch_tpu::engine

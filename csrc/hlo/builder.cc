@@ -160,6 +160,7 @@ Builder::Builder() : running_(kEmptyDigest) {
 
 void Builder::clear() {
   types_.clear();
+  reshapes_.clear();
   operands_.clear();
   blocks_.resize(1);
   blocks_[0].args.clear();
@@ -175,6 +176,7 @@ void Builder::clear() {
 Value Builder::new_value(const TensorType& type) {
   const TensorType* t = intern(type);
   types_.push_back(t);
+  reshapes_.emplace_back();
   return Value(static_cast<int>(types_.size()) - 1, t);
 }
 
@@ -207,9 +209,10 @@ int Builder::append(std::string_view name, const Value* operands, size_t num_ope
   }
   int first_result = static_cast<int>(types_.size());
   for (size_t i = 0; i < num_results; ++i) {
-    if (interned)
+    if (interned) {
       types_.push_back(result_types[i]);
-    else
+      reshapes_.emplace_back();
+    } else
       new_value(*result_types[i]);
   }
   const std::string* interned_name = intern_name(name);
@@ -429,7 +432,17 @@ Value Builder::reshape(Value x, const std::vector<int64_t>& shape) {
   if (t.numel() != x.type().numel())
     fail("reshape", "cannot reshape " + x.type().str() + " to " + t.str());
   if (shape == x.shape()) return x;
-  return emit1("stablehlo.reshape", {x}, t);
+  if (insertion_.size() > 1) return emit1("stablehlo.reshape", {x}, t);
+  if (int source = reshapes_[x.id()].source; source >= 0) {  // reshape(reshape(v)) = reshape(v)
+    x = Value(source, types_[source]);
+    if (shape == x.shape()) return x;
+  }
+  if (int latest = reshapes_[x.id()].latest; latest >= 0 && types_[latest]->shape == shape)
+    return Value(latest, types_[latest]);
+  Value r = emit1("stablehlo.reshape", {x}, t);
+  reshapes_[r.id()].source = x.id();
+  reshapes_[x.id()].latest = r.id();
+  return r;
 }
 
 Value Builder::broadcast_in_dim(Value x, const std::vector<int64_t>& shape,
@@ -462,6 +475,9 @@ Value Builder::broadcast_to(Value x, const std::vector<int64_t>& shape) {
 
 Value Builder::transpose(Value x, const std::vector<int64_t>& perm) {
   if (static_cast<int64_t>(perm.size()) != x.rank()) fail("transpose", "bad permutation");
+  bool unchanged = true;
+  for (size_t i = 0; i < perm.size(); ++i) unchanged &= perm[i] == static_cast<int64_t>(i);
+  if (unchanged) return x;
   std::vector<int64_t> shape(perm.size());
   std::vector<bool> seen(perm.size());
   bool identity = true;

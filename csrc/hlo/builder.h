@@ -263,6 +263,13 @@ class Builder {
   const TensorType& type_of(int id) const { return *types_[id]; }
 
   std::vector<const TensorType*> types_;  // value id → interned type
+  // Reshapes in the function body, by value id: the value a reshape result
+  // was made from, and the latest reshape made of a value (-1: none). Lets
+  // reshape() fold chains (a read after a write) and reuse repeats.
+  struct Reshapes {
+    int source = -1, latest = -1;
+  };
+  std::vector<Reshapes> reshapes_;
   std::vector<int> operands_;             // the operand ids of all ops
   std::vector<Block> blocks_;             // blocks_[0] is the function body
   std::vector<int> insertion_;            // stack of block indices being built

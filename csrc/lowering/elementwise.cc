@@ -330,6 +330,9 @@ void register_elementwise(Registry& r) {
   for (const char* op : {"aten::mul.Tensor", "aten::mul.Scalar"}) r.add(op, opmath(mul));
   for (const char* op : {"aten::div.Tensor", "aten::div.Scalar"}) r.add(op, opmath(div));
   for (const char* op : {"aten::div.Tensor_mode", "aten::div.Scalar_mode"}) r.add(op, div);
+  for (const char* op : {"aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor",
+                         "aten::sub.Scalar", "aten::rsub.Tensor", "aten::rsub.Scalar"})
+    r.omit_unit_alpha(op);  // scaled() and add's bool form treat a missing alpha as 1
   for (const char* op : {"aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar",
                          "aten::pow.Scalar"})
     r.add(op, pow_);

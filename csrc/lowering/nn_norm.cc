@@ -3,6 +3,8 @@
 // PyTorch does on CPU) with a two-pass variance; results are rounded to the
 // types PyTorch's meta functions give. Backward ops return only the outputs
 // their output_mask asks for (the others are undefined tensors).
+#include <cmath>
+
 #include "helpers.h"
 
 namespace torch_tpu::lowering {
@@ -28,7 +30,15 @@ Value mean_over(Builder& b, Value x, const std::vector<int64_t>& dims) {
   return b.broadcast_to(mean_keep(b, x, dims), x.shape());
 }
 
-// Mean and 1/sqrt(biased variance + eps) of x over dims (kept as size 1).
+// `v` unchanged, but opaque to the compiler's rewrites: a product stays
+// rounded (no fused multiply-add with the sum it feeds), a sqrt stays a sqrt
+// (1 / sqrt is not turned into the less exact rsqrt). The select keeps NaN.
+Value unfused(Builder& b, Value v) {
+  return b.select(b.compare(hlo::Compare::kEQ, v, v), v, k(b, NAN, v));
+}
+
+// Mean and 1 / sqrt(biased variance + eps) of x over dims (kept as size 1),
+// the reciprocal of a rounded sqrt as on CPU.
 struct Moments {
   Value mean, rstd;
 };
@@ -39,7 +49,7 @@ Moments moments(Builder& b, Value x, const std::vector<int64_t>& dims, double ep
   Value centered = b.sub(x, b.broadcast_to(m.mean, x.shape()));
   Value var = mean_keep(b, b.mul(centered, centered), dims);
   if (var_out) *var_out = var;
-  m.rstd = b.rsqrt(b.add(var, k(b, eps, var)));
+  m.rstd = b.div(k(b, 1, var), unfused(b, b.sqrt(b.add(var, k(b, eps, var)))));
   return m;
 }
 
@@ -97,6 +107,54 @@ Values native_layer_norm(Context& c, const Args& a) {
   return {c.b.convert(y, c.out(0).dtype), fit(c, m.mean, 1), fit(c, m.rstd, 2)};
 }
 
+// Layer norm's input gradient in CPU's kernel's form and operation order:
+// with ds = sum(dy w x), db = sum(dy w) over the row and a = rstd,
+// b = (db mean - ds) a³ / N, c = -b mean - db a / N, dx = a dy w + b x + c.
+// For one normalized element CPU's result is the rounding noise of
+// (a dy) w - (dy w) a, reproduced exactly when each product stays rounded.
+Value layer_norm_dx(Builder& b, Value dy, Value w, Value x, Value mean, Value rstd,
+                    const std::vector<int64_t>& dims) {
+  int64_t n = count(x, dims);
+  auto rounded = [&](Value v) { return n == 1 ? unfused(b, v) : v; };
+  auto row_sum = [&](Value v) {
+    return b.broadcast_to(keepdim(b, reduce_sum(b, v, dims), v.shape(), dims), v.shape());
+  };
+  Value dyw = b.mul(dy, w);
+  Value ds = row_sum(rounded(b.mul(dyw, x))), db = row_sum(dyw);
+  Value scale = k(b, static_cast<double>(1.0f / static_cast<float>(n)), x);
+  Value bb = b.sub(rounded(b.mul(db, mean)), ds);
+  bb = b.mul(b.mul(b.mul(b.mul(bb, rstd), rstd), rstd), scale);
+  Value cc = b.sub(rounded(b.neg(b.mul(bb, mean))), rounded(b.mul(b.mul(db, rstd), scale)));
+  return b.add(b.add(rounded(b.mul(b.mul(rstd, dy), w)), rounded(b.mul(bb, x))), cc);
+}
+
+// a x + y with one rounding, as a fused multiply-add computes it: the
+// product's exact rounding error (Dekker's split) is added back last. Every
+// product is kept unfused so the backend cannot contract it differently.
+Value fused_multiply_add(Builder& b, Value a, Value x, Value y) {
+  auto split = [&](Value v) {  // v = hi + lo, each with at most 12 significant bits
+    Value t = unfused(b, b.mul(v, k(b, 4097, v)));
+    Value hi = b.sub(t, b.sub(t, v));
+    return std::pair<Value, Value>{hi, b.sub(v, hi)};
+  };
+  Value p = unfused(b, b.mul(a, x));
+  auto [ah, al] = split(a);
+  auto [xh, xl] = split(x);
+  Value e = b.sub(unfused(b, b.mul(ah, xh)), p);
+  e = b.add(b.add(b.add(e, unfused(b, b.mul(ah, xl))), unfused(b, b.mul(al, xh))),
+            unfused(b, b.mul(al, xl)));
+  return b.add(b.add(p, y), e);
+}
+
+// The normalized input as CPU's weight gradient computes it: a x - a mean
+// with a fused multiply-add. For one normalized element (x == mean) that is
+// the rounding error of a x, which CPU's result carries.
+Value layer_norm_xhat(Builder& b, Value x, Value mean, Value rstd, int64_t n) {
+  if (n != 1 || x.dtype() != ElementType::kF32)
+    return b.mul(b.sub(x, mean), rstd);
+  return fused_multiply_add(b, rstd, x, b.neg(unfused(b, b.mul(rstd, mean))));
+}
+
 // (grad, input, normalized_shape, mean, rstd, weight?, bias?, output_mask).
 Values native_layer_norm_backward(Context& c, const Args& a) {
   ElementType ct = accumulation_type(a[1].tensor.dtype());
@@ -105,10 +163,10 @@ Values native_layer_norm_backward(Context& c, const Args& a) {
   auto dims = range(axis, x.rank()), batch = range(0, axis);
   Value mean = c.b.broadcast_to(c.b.convert(a[3].tensor, ct), x.shape());
   Value rstd = c.b.broadcast_to(c.b.convert(a[4].tensor, ct), x.shape());
-  Value xhat = c.b.mul(c.b.sub(x, mean), rstd);
-  Value gw = c.b.mul(g, along(c.b, a[5], g, dims, 1));
+  Value xhat = layer_norm_xhat(c.b, x, mean, rstd, count(x, dims));
+  Value w = along(c.b, a[5], g, dims, 1);
   const auto& mask = a[7].bools;
-  Values all{normalized_grad(c.b, gw, xhat, rstd, dims),
+  Values all{layer_norm_dx(c.b, g, w, x, mean, rstd, dims),
              reduce_sum(c.b, c.b.mul(g, xhat), batch), reduce_sum(c.b, g, batch)};
   Values out = masked(mask, all);
   for (size_t i = 0; i < out.size(); ++i) out[i] = fit(c, out[i], i);
@@ -161,7 +219,7 @@ BatchNorm batch_norm(Context& c, Value input, const Arg& w, const Arg& bias, con
     Value shape_like = b.zeros({x.dtype(), kept});
     m.mean = along(b, rm, shape_like, {1}, 0);
     Value var = along(b, rv, shape_like, {1}, 1);
-    m.rstd = b.rsqrt(b.add(var, k(b, eps, var)));
+    m.rstd = b.div(k(b, 1, var), unfused(b, b.sqrt(b.add(var, k(b, eps, var)))));
     if (!rm.none()) r.running_mean = rm.tensor;
     if (!rv.none()) r.running_var = rv.tensor;
   }

@@ -306,7 +306,10 @@ Values foreach_copy(Context& c, const Args& a) {
 
 void register_foreach(Registry& r) {
   auto add = [&r](const std::string& op, const std::string& target, int scalar_list = -1) {
-    if (const LoweringFn* fn = r.find("aten::" + target)) r.add("aten::_foreach_" + op, foreach(*fn, scalar_list));
+    const LoweringFn* fn = r.find("aten::" + target);
+    if (!fn) return;
+    r.add("aten::_foreach_" + op, foreach(*fn, scalar_list));
+    if (r.omits_unit_alpha("aten::" + target)) r.omit_unit_alpha("aten::_foreach_" + op);
   };
   // Binary arithmetic: List, Scalar, ScalarList and (0-d) Tensor overloads.
   for (const char* op : {"add", "sub", "mul", "div"}) {

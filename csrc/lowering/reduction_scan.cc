@@ -1,5 +1,5 @@
-// Cumulative ops: cumsum, cumprod, logcumsumexp, cummax, cummin. All are one
-// inclusive scan (log-depth doubling) with a different combine.
+// Cumulative ops: cumsum, cumprod, cummax, cummin (logcumsumexp: ops_gaps.cc).
+// All are one inclusive scan (log-depth doubling) with a different combine.
 #include <cmath>
 
 #include "reduction.h"
@@ -27,14 +27,6 @@ namespace {
 
 Values add(Builder& b, const Values& e, const Values& l) { return {b.add(e[0], l[0])}; }
 Values mul(Builder& b, const Values& e, const Values& l) { return {b.mul(e[0], l[0])}; }
-
-// log(exp(e) + exp(l)), exact when both are the same infinity.
-Values logaddexp(Builder& b, const Values& e, const Values& l) {
-  Value x = e[0], y = l[0];
-  Value m = b.max(x, y);
-  Value r = b.add(m, b.unary("stablehlo.log_plus_one", b.exp(b.neg(b.abs(b.sub(x, y))))));
-  return {b.select(b.compare(hlo::Compare::kEQ, x, y), b.add(x, splat_like(b, std::log(2.0), x)), r)};
-}
 
 // cumsum / cumprod (self, dim, dtype?): in the output type, 16-bit floats in
 // f32 (CPU accumulates in float and rounds each element).
@@ -79,7 +71,6 @@ LoweringFn cumulative_extreme_fn(bool max) {
 void register_reduction_scan(Registry& r) {
   r.add("aten::cumsum", accumulate_fn(0, add));
   r.add("aten::cumprod", accumulate_fn(1, mul));
-  r.add("aten::logcumsumexp", accumulate_fn(-INFINITY, logaddexp));
   r.add("aten::cummax", cumulative_extreme_fn(true));
   r.add("aten::cummin", cumulative_extreme_fn(false));
 }

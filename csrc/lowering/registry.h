@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,10 +46,26 @@ using Args = std::vector<Arg>;
 // Matmul numerics for f32 operands (see ARCHITECTURE.md, Precision).
 enum class Precision { kDefault, kHigh, kHighest, kFloat32 };
 
+// A precision read when first used: most ops never ask, and asking torch for
+// its matmul setting costs more than recording an elementwise op.
+class LazyPrecision {
+ public:
+  LazyPrecision(Precision p = Precision::kDefault) : value_(p) {}  // NOLINT: implicit
+  explicit LazyPrecision(Precision (*read)()) : read_(read) {}
+  operator Precision() const {  // NOLINT: implicit
+    if (read_) value_ = read_(), read_ = nullptr;
+    return value_;
+  }
+
+ private:
+  mutable Precision value_ = Precision::kDefault;
+  mutable Precision (*read_)() = nullptr;
+};
+
 struct Context {
   Builder& b;
   std::vector<TensorType> outputs;  // the result types PyTorch computed
-  Precision precision = Precision::kDefault;
+  LazyPrecision precision;
   const std::string& op;            // "aten::add.Tensor", for messages
 
   const TensorType& out(size_t i = 0) const { return outputs.at(i); }
@@ -78,9 +95,14 @@ class Registry {
   void add(const std::string& op, LoweringFn fn);
   const LoweringFn* find(const std::string& op) const;
   std::vector<std::string> ops() const;
+  // `op`'s lowering reads a missing `alpha` as 1, so the aten layer leaves an
+  // alpha of 1 out (no scalar input, no multiply) as CPU kernels skip it.
+  void omit_unit_alpha(const std::string& op) { unit_alpha_.insert(op); }
+  bool omits_unit_alpha(const std::string& op) const { return unit_alpha_.count(op) != 0; }
 
  private:
   std::map<std::string, LoweringFn> fns_;
+  std::set<std::string> unit_alpha_;
 };
 
 // One registration function per op family (a file each).
@@ -95,5 +117,6 @@ void register_factory(Registry& r);
 void register_conv(Registry& r);
 void register_misc(Registry& r);
 void register_special(Registry& r);  // special functions, extra pointwise ops, _foreach_*
+void register_ops_gaps(Registry& r);  // hash_tensor, geqrf, linalg_lstsq (ops_gaps.cc)
 
 }  // namespace torch_tpu::lowering

@@ -106,6 +106,7 @@ Value strided_read(Builder& b, Value flat, const Strided& v) {
 
 Value dense_layout(Builder& b, Value value, const Strided& v, int64_t storage_numel) {
   if (v.offset != 0 || v.numel() != storage_numel) return Value();
+  if (v.contiguous()) return b.reshape(value, {storage_numel});  // the common case
   std::vector<int64_t> perm(v.sizes.size());
   std::iota(perm.begin(), perm.end(), 0);
   std::stable_sort(perm.begin(), perm.end(),

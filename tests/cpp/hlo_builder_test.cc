@@ -54,6 +54,31 @@ TEST(HloGolden, IdentityShapeOpsEmitNothing) {
   EXPECT_EQ(b.num_ops(), 0u);
 }
 
+TEST(HloGolden, ReshapeChainsFoldInTheFunctionBody) {
+  Builder b;
+  Value x = b.parameter({F32, {2, 3}});
+  Value flat = b.reshape(x, {6});
+  EXPECT_EQ(b.reshape(flat, {2, 3}).id(), x.id());  // back to the source: no op
+  EXPECT_EQ(b.reshape(x, {6}).id(), flat.id());     // a repeat is reused
+  Value t = b.reshape(flat, {3, 2});                // made from x, not from flat
+  b.set_results({t});
+  EXPECT_EQ(b.num_ops(), 2u);
+  EXPECT_NE(b.module().find("\"stablehlo.reshape\"(%0) : (tensor<2x3xf32>) -> tensor<3x2xf32>"),
+            std::string::npos);
+}
+
+TEST(HloGolden, ReshapesInsideRegionsAreNotFolded) {
+  Builder b;
+  Value x = b.parameter({F32, {4}});
+  Value init = b.constant(F32, 0.0);
+  b.reduce({x}, {init}, {0}, [](Builder& r, const Values& a) {
+    Value s = r.reshape(r.reshape(a[0], {1}), {});  // stays two reshapes
+    return Values{r.add(s, a[1])};
+  });
+  EXPECT_NE(b.module().find("tensor<f32>) -> tensor<1xf32>"), std::string::npos);
+  EXPECT_NE(b.module().find("tensor<1xf32>) -> tensor<f32>"), std::string::npos);
+}
+
 TEST(HloGolden, ReduceWithRegion) {
   Builder b;
   Value x = b.parameter({F32, {2, 3}});

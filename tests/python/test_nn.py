@@ -252,9 +252,10 @@ def test_layer_norm_bfloat16():
     x = torch.randn(4, 16).bfloat16()
     w, b = torch.randn(16).bfloat16(), torch.randn(16).bfloat16()
     check_grad(lambda x, w, b: F.layer_norm(x, (16,), w, b), x, w, b, atol=2e-2, rtol=2e-2)
-    # Like CUDA (and PyTorch's meta function), the saved statistics stay f32.
+    # As on CPU (not CUDA or PyTorch's meta function), the saved statistics
+    # of a bf16 input without f32 parameters are bf16 (csrc/aten/cpu_meta_rules.cc).
     _, mean, rstd = torch.ops.aten.native_layer_norm(x.to("tpu"), [16], None, None, 1e-5)
-    assert mean.dtype == rstd.dtype == torch.float32
+    assert mean.dtype == rstd.dtype == torch.bfloat16
 
 
 def test_layer_norm_module():

@@ -1,0 +1,85 @@
+// Output metadata where CPU, the reference, differs from PyTorch's meta
+// functions (which follow CUDA): the saved statistics of batch, layer and
+// group norm. On CPU they are in the input's dtype for a bf16/f16 input unless
+// a parameter is f32 (mixed precision: then f32), and batch norm in eval mode
+// saves empty [0] statistics instead of [C]. One table row per operator.
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <vector>
+
+#include "meta.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+constexpr int kTraining = -1;  // always training
+constexpr int kEval = -2;      // always eval
+
+struct StatsRule {
+  const char* name;
+  const char* overload;
+  std::vector<int> params;  // argument indices of weight, bias, running stats
+  int training;             // argument index of the `training` flag, or kTraining/kEval
+};
+
+const std::vector<StatsRule>& rules() {
+  static const std::vector<StatsRule> r{
+      {"aten::native_batch_norm", "", {1, 2, 3, 4}, 5},
+      {"aten::_native_batch_norm_legit", "", {1, 2, 3, 4}, 5},
+      {"aten::_native_batch_norm_legit_functional", "", {1, 2, 3, 4}, 5},
+      {"aten::_native_batch_norm_legit", "no_stats", {1, 2}, 3},
+      {"aten::_native_batch_norm_legit_no_training", "", {1, 2, 3, 4}, kEval},
+      {"aten::_batch_norm_no_update", "", {1, 2, 3, 4}, kEval},
+      {"aten::_batch_norm_with_update", "", {1, 2, 3, 4}, kTraining},
+      {"aten::_batch_norm_with_update_functional", "", {1, 2, 3, 4}, kTraining},
+      {"aten::native_layer_norm", "", {2, 3}, kTraining},
+      {"aten::native_group_norm", "", {1, 2}, kTraining},
+  };
+  return r;
+}
+
+const StatsRule* find_rule(const c10::FunctionSchema& s) {
+  for (const StatsRule& r : rules())
+    if (s.name() == r.name && s.overload_name() == r.overload) return &r;
+  return nullptr;
+}
+
+// CPU's dtype for the statistics: a 16-bit input's own dtype, or f32 when
+// any parameter is f32; other inputs keep the meta function's dtype.
+std::optional<c10::ScalarType> stats_dtype(const StatsRule& r, c10::ArrayRef<c10::IValue> args) {
+  c10::ScalarType in = args.at(0).toTensor().scalar_type();
+  if (in != at::kBFloat16 && in != at::kHalf) return std::nullopt;
+  for (int i : r.params) {
+    const c10::IValue& p = args.at(i);
+    if (p.isTensor() && p.toTensor().defined() && p.toTensor().scalar_type() == at::kFloat)
+      return at::kFloat;
+  }
+  return in;
+}
+
+bool eval_mode(const StatsRule& r, c10::ArrayRef<c10::IValue> args) {
+  if (r.training == kTraining) return false;
+  if (r.training == kEval) return true;
+  return !args.at(r.training).toBool();
+}
+
+}  // namespace
+
+void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                     OpMeta& m) {
+  const StatsRule* r = find_rule(schema);
+  if (r == nullptr || m.fresh.size() < 3) return;
+  std::optional<c10::ScalarType> dtype = stats_dtype(*r, args);
+  bool eval = eval_mode(*r, args);
+  for (size_t i : {1, 2}) {
+    if (dtype) m.fresh[i].dtype = *dtype;
+    if (eval) {
+      m.fresh[i].sizes = {0};
+      m.fresh[i].strides = {1};
+    }
+  }
+}
+
+}  // namespace torch_tpu::aten
