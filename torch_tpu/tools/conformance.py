@@ -380,8 +380,11 @@ def run_case(op, dtype_name, kind):
         return Outcome("skip", reason)
     torch_tpu.set_cpu_fallback(False)
     previous = torch_tpu._C._get_precision_override()
-    if dtype not in (torch.bfloat16, torch.float16):  # f32 math, also from int inputs
-        torch_tpu._C._set_precision(HIGHEST)
+    # f32 contractions at full precision, wherever they occur: in f32 and
+    # integer cases, and in 16-bit ones with f32 parts (cov's aweights); the
+    # override leaves 16-bit operands alone, and DEFAULT precision is tested
+    # on its own (tests/python/test_precision.py).
+    torch_tpu._C._set_precision(HIGHEST)
     try:
         return _run_samples(op, dtype, kind)
     except Exception as error:  # noqa: BLE001 — sample generation itself failed
