@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -35,8 +36,12 @@ uint64_t Cache::hash(const std::string& text) {
   return h;
 }
 
-Cache::Cache(pjrt::Client& client, Metrics& metrics, std::string directory)
-    : client_(client), metrics_(metrics), directory_(std::move(directory)) {
+Cache::Cache(pjrt::Client& client, Metrics& metrics, std::string directory,
+             size_t capacity)
+    : client_(client),
+      metrics_(metrics),
+      directory_(std::move(directory)),
+      capacity_(std::max<size_t>(capacity, 1)) {
   identity_ = client_.plugin()->path() + "\n" + client_.platform_name() + "\n" +
               client_.platform_version() + "\n";
   if (!directory_.empty()) {
@@ -50,9 +55,43 @@ pjrt::ExecutablePtr Cache::lookup(const hlo::Fingerprint& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return nullptr;
+  recent_.splice(recent_.begin(), recent_, it->second.recent);
   ++stats_.hits;
   metrics_.count("cache_hits");
-  return it->second;
+  return it->second.exe;
+}
+
+void Cache::insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe) {
+  auto it = entries_.find(key);
+  if (it != entries_.end()) {  // another thread compiled it meanwhile
+    it->second.exe = std::move(exe);
+    recent_.splice(recent_.begin(), recent_, it->second.recent);
+    return;
+  }
+  recent_.push_front(key);
+  entries_.emplace(key, Entry{std::move(exe), recent_.begin()});
+  evict_to(capacity_);
+}
+
+void Cache::evict_to(size_t size) {
+  while (entries_.size() > size) {
+    entries_.erase(recent_.back());
+    recent_.pop_back();
+    ++stats_.evictions;
+    metrics_.count("cache_evictions");
+  }
+  stats_.entries = static_cast<int64_t>(entries_.size());
+}
+
+void Cache::set_capacity(size_t capacity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capacity_ = std::max<size_t>(capacity, 1);
+  evict_to(capacity_);
+}
+
+size_t Cache::capacity() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capacity_;
 }
 
 pjrt::ExecutablePtr Cache::get(const std::string& program) {
@@ -90,8 +129,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
     if (!path.empty()) store(path, program, *exe);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  entries_[key] = exe;
-  stats_.entries = static_cast<int64_t>(entries_.size());
+  insert(key, exe);
   return exe;
 }
 
@@ -165,6 +203,7 @@ CacheStats Cache::stats() const {
 void Cache::clear(bool disk) {
   std::lock_guard<std::mutex> lock(mu_);
   entries_.clear();
+  recent_.clear();
   stats_ = CacheStats{};
   if (disk && !directory_.empty()) {
     std::error_code ec;
