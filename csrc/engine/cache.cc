@@ -25,6 +25,26 @@ bool get_u64(const std::string& in, size_t& pos, uint64_t& v) {
   pos += 8;
   return true;
 }
+
+// Whether this process uses more than half of the kernel's memory-map limit
+// (Linux; false where either is unknown). Executables differ in how many
+// maps their code takes, so the entry bound alone cannot promise headroom.
+bool under_map_pressure() {
+  static const size_t limit = [] {
+    size_t n = 0;
+    std::ifstream f("/proc/sys/vm/max_map_count");
+    return f >> n ? n : 0;
+  }();
+  if (limit == 0) return false;
+  std::ifstream f("/proc/self/maps");
+  if (!f) return false;
+  size_t maps = std::count(std::istreambuf_iterator<char>(f), {}, '\n');
+  return maps > limit / 2;
+}
+
+// Executables added between two looks at the memory maps (reading them costs about a
+// millisecond; far fewer maps than the limit's half appear in between).
+constexpr int64_t kMapCheckInterval = 64;
 }  // namespace
 
 uint64_t Cache::hash(const std::string& text) {
@@ -71,6 +91,11 @@ void Cache::insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe) {
   recent_.push_front(key);
   entries_.emplace(key, Entry{std::move(exe), recent_.begin()});
   evict_to(capacity_);
+  // Counted by executables added (compiled or loaded from disk).
+  if ((stats_.misses + stats_.disk_hits) % kMapCheckInterval == 0 && under_map_pressure()) {
+    metrics_.count("cache_map_pressure");
+    evict_to(std::max<size_t>(entries_.size() / 2, 1));
+  }
 }
 
 void Cache::evict_to(size_t size) {

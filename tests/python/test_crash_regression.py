@@ -86,7 +86,9 @@ _NEAR_MAP_LIMIT = textwrap.dedent("""
     for k in range(1, PROGRAMS + 1):
         x = torch.arange(k, dtype=torch.float32)
         torch.testing.assert_close((x.to("tpu") * 5).cpu(), x * 5)
-    print("ok", limit - maps(), flush=True)
+    stats, metrics = torch_tpu.cache_stats(), torch_tpu.metrics()
+    print("ok", limit - maps(), stats["entries"], int(metrics.get("cache_map_pressure", 0)),
+          flush=True)
 """)
 
 
@@ -103,8 +105,23 @@ def _map_limit():
 def test_many_programs_near_the_memory_map_limit():
     # 120 programs (one mul each) need ~360 maps unbounded (capacity 10**6:
     # the process dies of SIGSEGV); 8 cached executables need a few dozen.
+    _run_near_map_limit(250, 120, 8)
+
+
+def _run_near_map_limit(headroom, programs, capacity):
     env = dict(os.environ, TORCH_TPU_DISK_CACHE="0", TORCH_TPU_CPU_FALLBACK="0")
-    proc = subprocess.run([sys.executable, "-c", _NEAR_MAP_LIMIT, "250", "120", "8"], env=env,
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run([sys.executable, "-c", _NEAR_MAP_LIMIT, str(headroom), str(programs),
+                           str(capacity)], env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0 and "ok" in proc.stdout, (
         f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}")
+    _, left, entries, pressure = proc.stdout.split()
+    return int(left), int(entries), int(pressure)
+
+
+@pytest.mark.skipif(not _map_limit() or _map_limit() > 300000,
+                    reason="needs Linux with a fillable vm.max_map_count")
+def test_map_pressure_evicts_below_the_entry_bound():
+    # Executables differ in how many maps they take: past half the limit the
+    # cache halves itself whatever its capacity.
+    left, entries, pressure = _run_near_map_limit(3000, 80, 10 ** 6)
+    assert pressure >= 1 and entries < 64 and left > 2000
