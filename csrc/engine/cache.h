@@ -9,7 +9,9 @@
 // each one maps its JIT code as about three memory regions, counted against
 // the process's vm.max_map_count (65530 by default). An unbounded tier let a
 // long process (the OpInfo sweep: ~20000 programs) reach that limit, where
-// LLVM fails to map code and the process dies of SIGSEGV. An evicted program
+// LLVM fails to map code and the process dies of SIGSEGV. Executables differ
+// in how many maps they take, so past half of that limit (looked at every 64
+// executables added) the tier also halves itself. An evicted program
 // is compiled again (or loaded from disk) when it comes back; an executable
 // still running or held by a caller stays alive through its shared pointer.
 #pragma once
