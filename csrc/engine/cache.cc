@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +25,26 @@ bool get_u64(const std::string& in, size_t& pos, uint64_t& v) {
   pos += 8;
   return true;
 }
+
+// Whether this process uses more than half of the kernel's memory-map limit
+// (Linux; false where either is unknown). Executables differ in how many
+// maps their code takes, so the entry bound alone cannot promise headroom.
+bool under_map_pressure() {
+  static const size_t limit = [] {
+    size_t n = 0;
+    std::ifstream f("/proc/sys/vm/max_map_count");
+    return f >> n ? n : 0;
+  }();
+  if (limit == 0) return false;
+  std::ifstream f("/proc/self/maps");
+  if (!f) return false;
+  size_t maps = std::count(std::istreambuf_iterator<char>(f), {}, '\n');
+  return maps > limit / 2;
+}
+
+// Executables added between two looks at the memory maps (reading them costs about a
+// millisecond; far fewer maps than the limit's half appear in between).
+constexpr int64_t kMapCheckInterval = 64;
 }  // namespace
 
 uint64_t Cache::hash(const std::string& text) {
@@ -35,8 +56,12 @@ uint64_t Cache::hash(const std::string& text) {
   return h;
 }
 
-Cache::Cache(pjrt::Client& client, Metrics& metrics, std::string directory)
-    : client_(client), metrics_(metrics), directory_(std::move(directory)) {
+Cache::Cache(pjrt::Client& client, Metrics& metrics, std::string directory,
+             size_t capacity)
+    : client_(client),
+      metrics_(metrics),
+      directory_(std::move(directory)),
+      capacity_(std::max<size_t>(capacity, 1)) {
   identity_ = client_.plugin()->path() + "\n" + client_.platform_name() + "\n" +
               client_.platform_version() + "\n";
   if (!directory_.empty()) {
@@ -50,9 +75,48 @@ pjrt::ExecutablePtr Cache::lookup(const hlo::Fingerprint& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return nullptr;
+  recent_.splice(recent_.begin(), recent_, it->second.recent);
   ++stats_.hits;
   metrics_.count(Hot::kCacheHits);
-  return it->second;
+  return it->second.exe;
+}
+
+void Cache::insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe) {
+  auto it = entries_.find(key);
+  if (it != entries_.end()) {  // another thread compiled it meanwhile
+    it->second.exe = std::move(exe);
+    recent_.splice(recent_.begin(), recent_, it->second.recent);
+    return;
+  }
+  recent_.push_front(key);
+  entries_.emplace(key, Entry{std::move(exe), recent_.begin()});
+  evict_to(capacity_);
+  // Counted by executables added (compiled or loaded from disk).
+  if ((stats_.misses + stats_.disk_hits) % kMapCheckInterval == 0 && under_map_pressure()) {
+    metrics_.count("cache_map_pressure");
+    evict_to(std::max<size_t>(entries_.size() / 2, 1));
+  }
+}
+
+void Cache::evict_to(size_t size) {
+  while (entries_.size() > size) {
+    entries_.erase(recent_.back());
+    recent_.pop_back();
+    ++stats_.evictions;
+    metrics_.count("cache_evictions");
+  }
+  stats_.entries = static_cast<int64_t>(entries_.size());
+}
+
+void Cache::set_capacity(size_t capacity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capacity_ = std::max<size_t>(capacity, 1);
+  evict_to(capacity_);
+}
+
+size_t Cache::capacity() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capacity_;
 }
 
 pjrt::ExecutablePtr Cache::get(const std::string& program) {
@@ -90,8 +154,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
     if (!path.empty()) store(path, program, *exe);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  entries_[key] = exe;
-  stats_.entries = static_cast<int64_t>(entries_.size());
+  insert(key, exe);
   return exe;
 }
 
@@ -165,6 +228,7 @@ CacheStats Cache::stats() const {
 void Cache::clear(bool disk) {
   std::lock_guard<std::mutex> lock(mu_);
   entries_.clear();
+  recent_.clear();
   stats_ = CacheStats{};
   if (disk && !directory_.empty()) {
     std::error_code ec;

@@ -3,9 +3,21 @@
 // disk when a directory is configured, keyed by the program text plus the
 // plugin identity, as executables serialized by the plugin, written
 // atomically and validated on read.
+//
+// The memory tier is bounded (least recently used first out): a loaded
+// executable holds host resources for as long as it lives, and on XLA:CPU
+// each one maps its JIT code as about three memory regions, counted against
+// the process's vm.max_map_count (65530 by default). An unbounded tier let a
+// long process (the OpInfo sweep: ~20000 programs) reach that limit, where
+// LLVM fails to map code and the process dies of SIGSEGV. Executables differ
+// in how many maps they take, so past half of that limit (looked at every 64
+// executables added) the tier also halves itself. An evicted program
+// is compiled again (or loaded from disk) when it comes back; an executable
+// still running or held by a caller stays alive through its shared pointer.
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,15 +30,20 @@
 namespace torch_tpu::engine {
 
 struct CacheStats {
-  int64_t hits = 0, misses = 0, disk_hits = 0, entries = 0;
+  int64_t hits = 0, misses = 0, disk_hits = 0, entries = 0, evictions = 0;
   int64_t disk_bytes = 0;
   double compile_seconds = 0;
 };
 
 class Cache {
  public:
+  // Executables kept in memory by default: far below what exhausts the
+  // memory maps (see above), far above a training loop's working set.
+  static constexpr size_t kDefaultCapacity = 4096;
+
   // `directory` empty disables the disk cache.
-  Cache(pjrt::Client& client, Metrics& metrics, std::string directory);
+  Cache(pjrt::Client& client, Metrics& metrics, std::string directory,
+        size_t capacity = kDefaultCapacity);
 
   // The executable stored under `key`, or null (counted as a hit if found).
   pjrt::ExecutablePtr lookup(const hlo::Fingerprint& key);
@@ -37,6 +54,9 @@ class Cache {
   pjrt::ExecutablePtr get(const std::string& program);
   CacheStats stats() const;
   void clear(bool disk);
+  // At most `capacity` (at least 1) executables in memory; evicts down now.
+  void set_capacity(size_t capacity);
+  size_t capacity() const;
   const std::string& directory() const { return directory_; }
 
   static uint64_t hash(const std::string& text);  // FNV-1a 64
@@ -45,13 +65,23 @@ class Cache {
   pjrt::ExecutablePtr load(const std::string& path, const std::string& program);
   void store(const std::string& path, const std::string& program,
              const pjrt::Executable& exe);
+  // Both with mu_ held.
+  void insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe);
+  void evict_to(size_t size);
+
+  struct Entry {
+    pjrt::ExecutablePtr exe;
+    std::list<hlo::Fingerprint>::iterator recent;  // its place in recent_
+  };
 
   pjrt::Client& client_;  // owned by the Engine, which owns this cache
   Metrics& metrics_;      // likewise
   std::string directory_;
   std::string identity_;  // plugin path, platform and version: part of keys
   mutable std::mutex mu_;
-  std::unordered_map<hlo::Fingerprint, pjrt::ExecutablePtr, hlo::FingerprintHash> entries_;
+  size_t capacity_;
+  std::list<hlo::Fingerprint> recent_;  // keys, most recently used first
+  std::unordered_map<hlo::Fingerprint, Entry, hlo::FingerprintHash> entries_;
   CacheStats stats_;
 };
 

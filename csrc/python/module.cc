@@ -73,12 +73,18 @@ PYBIND11_MODULE(_C, m) {
     d["misses"] = s.misses;
     d["disk_hits"] = s.disk_hits;
     d["entries"] = s.entries;
+    d["evictions"] = s.evictions;
+    d["capacity"] = Engine::get().cache().capacity();
     d["disk_bytes"] = s.disk_bytes;
     d["compile_seconds"] = s.compile_seconds;
     d["directory"] = Engine::get().cache().directory();
     return d;
   });
   m.def("_cache_clear", [](bool disk) { Engine::get().cache().clear(disk); });
+  m.def("_cache_set_capacity", [](int64_t n) {
+    if (n < 1) throw py::value_error("the cache capacity must be at least 1, got " + std::to_string(n));
+    Engine::get().cache().set_capacity(static_cast<size_t>(n));
+  });
   m.def("_set_cpu_fallback", &torch_tpu::aten::set_cpu_fallback);
   m.def("_cpu_fallback_enabled", &torch_tpu::aten::cpu_fallback_enabled);
   m.def("_fallback_counts", &torch_tpu::aten::fallback_counts);
