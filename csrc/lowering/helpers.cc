@@ -175,7 +175,7 @@ bool column_sum_by_dot(Value x, const std::vector<int64_t>& dims) {
     if (dims[i] != static_cast<int64_t>(i)) return false;
   int64_t rows = 1, cols = 1;
   for (int64_t i = 0; i < x.rank(); ++i) (i < static_cast<int64_t>(dims.size()) ? rows : cols) *= x.dim(i);
-  return rows >= 32 && cols >= 16;
+  return rows >= 64 && cols >= 16 && rows * cols >= 16384;  // small ones fuse cheaply
 }
 Value column_sum(Builder& b, Value x, size_t lead) {
   std::vector<int64_t> kept(x.shape().begin() + lead, x.shape().end());
