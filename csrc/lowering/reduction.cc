@@ -313,9 +313,14 @@ LoweringFn softmax_fn(bool log) {
     Builder& b = c.b;
     Value x = at_least_1d(b, b.convert(a[0].tensor, accumulation_type(c.out().dtype)));
     int64_t d = wrap_dim(a[1].i, x.rank());
-    Value z = b.sub(x, broadcast_back(b, reduce_extreme(b, x, {d}, true), x.shape(), {d}));
-    Value s = broadcast_back(b, reduce_sum(b, b.exp(z), {d}), x.shape(), {d});
-    return Values{to_output(c, log ? b.sub(z, b.log(s)) : b.div(b.exp(z), s))};
+    // A plain max reduce (XLA's maximum propagates NaN, and a NaN anywhere in
+    // a row makes the whole row NaN anyway) vectorizes; the select-based
+    // NaN-checking body of reduce_extreme ran as a scalar loop on XLA:CPU.
+    Value z = b.sub(x, broadcast_back(b, reduce_max(b, x, {d}), x.shape(), {d}));
+    Value s = reduce_sum(b, b.exp(z), {d});
+    if (log) return Values{to_output(c, b.sub(z, broadcast_back(b, b.log(s), x.shape(), {d})))};
+    Value inv = broadcast_back(b, b.div(splat_like(b, 1, s), s), x.shape(), {d});
+    return Values{to_output(c, b.mul(b.exp(z), inv))};
   };
 }
 
