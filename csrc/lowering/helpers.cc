@@ -186,7 +186,9 @@ Value column_sum(Builder& b, Value x, size_t lead) {
   // producers into a loop fusion that strides again; a matrix-matrix dot
   // runs as a real gemm.
   Value ones = b.broadcast_in_dim(b.constant(x.dtype(), 1), {2, m.dim(0)}, {});
-  Value both = b.dot_general(ones, m, {}, {}, {1}, {0}, x.dtype());
+  // HIGHEST: a sum, not a matmul the user asked for; on a TPU, DEFAULT would
+  // round the summands to bf16.
+  Value both = b.dot_general(ones, m, {}, {}, {1}, {0}, x.dtype(), "HIGHEST");
   return b.reshape(b.slice(both, {0, 0}, {1, cols}), kept);
 }
 }  // namespace
