@@ -70,6 +70,12 @@ inline std::vector<int64_t> batch_dims(Value x, int64_t inner = 2) {
   return {x.shape().begin(), x.shape().end() - inner};
 }
 
+// x [.., r, c] as [B, r, c].
+inline Value flat3(Builder& b, Value x) {
+  int64_t r = x.rank();
+  return b.reshape(x, {product(batch_dims(x)), x.dim(r - 2), x.dim(r - 1)});
+}
+
 // A full-precision batched matmul [B.., m, k] x [B.., k, n] (never the
 // bf16 schemes: a factorization at bf16 precision is useless).
 inline Value matmul(Builder& b, Value x, Value y) {

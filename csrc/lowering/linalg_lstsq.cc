@@ -14,12 +14,6 @@ namespace {
 
 using namespace linalg;
 
-// x [.., r, c] as [B, r, c].
-Value flat3(Builder& b, Value x) {
-  int64_t r = x.rank();
-  return b.reshape(x, {product(batch_dims(x)), x.dim(r - 2), x.dim(r - 1)});
-}
-
 Values geqrf(Context& c, const Args& a) {
   Value x = a[0].tensor;
   require_real(c, x);

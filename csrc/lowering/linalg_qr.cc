@@ -11,14 +11,6 @@ namespace {
 
 using namespace linalg;
 
-
-
-// x [.., r, c] as [B, r, c].
-Value flat3(Builder& b, Value x) {
-  int64_t r = x.rank();
-  return b.reshape(x, {product(batch_dims(x)), x.dim(r - 2), x.dim(r - 1)});
-}
-
 // Column j (scalar) of x [B, m, n] → [B, m].
 Value column(Builder& b, Value x, Value j) {
   Value z = i32(b, 0);
