@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -274,9 +275,28 @@ const Plan& plan_of(const c10::FunctionSchema& schema) {
   return *plan;
 }
 
+// Adds the time of its scope to the kernel timer when that is on.
+class KernelTimer {
+ public:
+  explicit KernelTimer(engine::Metrics& m) : metrics_(m.kernel_timing() ? &m : nullptr) {
+    if (metrics_) start_ = std::chrono::steady_clock::now();
+  }
+  ~KernelTimer() {
+    if (metrics_)
+      metrics_->time_kernel(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - start_).count());
+  }
+
+ private:
+  engine::Metrics* metrics_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 }  // namespace
 
 Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c10::IValue> args) {
+  auto& e = engine::Engine::get();
+  KernelTimer timer(e.metrics());
   const c10::FunctionSchema& schema = op.schema();
   if (g_log_ops) std::cerr << "[torch_tpu] " << full_name(schema.operator_name()) << "\n";
 
@@ -305,7 +325,6 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
   // 2. Record the op. The Python site is read before the engine lock: it
   // takes the GIL, which a Python thread may hold while waiting for the lock.
   const std::string* site = python_site();
-  auto& e = engine::Engine::get();
   c10::DeviceGuard device_guard(c10::Device(c10::DeviceType::PrivateUse1, state.device));
   int64_t drawn = 0;
   {
@@ -321,9 +340,8 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
     }
     if (plan.implicit_generator)
       largs.push_back(convert(e, default_generator_argument(), c10::IValue(), state));
-    lowering::Context ctx{e.builder(), {}, lowering::LazyPrecision(&current_precision), plan.lowering};
-    for (const TensorMeta& m : meta.fresh) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
-    for (const TensorMeta& m : meta.mutated) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
+    lowering::Context ctx{e.builder(), meta.types, lowering::LazyPrecision(&current_precision),
+                          plan.lowering};
     hlo::Values outs;
     try {
       outs = (*plan.fn)(ctx, largs);

@@ -7,6 +7,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "tensor_io.h"
+
 namespace torch_tpu::aten {
 
 namespace {
@@ -134,6 +136,8 @@ OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
   // (out= results are resized by the meta function).
   for (size_t i : mutated_args) describe_all(meta_args[i], m.mutated);
   apply_cpu_rules(schema, args, m);
+  for (const auto* group : {&m.fresh, &m.mutated})
+    for (const TensorMeta& t : *group) m.types.push_back({to_hlo(t.dtype), t.sizes});
   return m;
 }
 

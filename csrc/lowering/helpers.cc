@@ -235,7 +235,7 @@ Value round_like(Builder& b, Value x, ElementType t) {
 LoweringFn opmath(LoweringFn f, bool round_scalars) {
   return [f = std::move(f), round_scalars](Context& c, const Args& a) -> Values {
     if (c.outputs.empty() || !is_half(c.out().dtype)) return f(c, a);
-    std::vector<TensorType> wide = c.outputs;
+    std::vector<TensorType> wide(c.outputs.begin(), c.outputs.end());
     for (TensorType& t : wide) t.dtype = accumulation_type(t.dtype);
     Args args;
     for (const Arg& x : a) args.push_back(opmath_arg(c.b, x, c.out().dtype, round_scalars));
