@@ -52,8 +52,10 @@ Coord reflect(Builder& b, Coord c, int64_t twice_low, int64_t twice_high) {
 // grid_sampler_unnormalize_set_grad.
 Coord unnormalize(Builder& b, Value g, int64_t size, bool align) {
   double scale = align ? (size - 1) / 2.0 : size / 2.0;
-  Value v = b.mul(b.add(g, full_like(b, g, 1)), full_like(b, g, scale));
-  if (!align) v = b.sub(v, full_like(b, g, 0.5));
+  // Opaque, so no fused multiply-add, and reflection's "- low" does not
+  // cancel the "- 0.5" (XLA folds (v - 0.5) + 0.5 to v; CPU rounds twice).
+  Value v = unfused(b, b.mul(b.add(g, full_like(b, g, 1)), full_like(b, g, scale)));
+  if (!align) v = unfused(b, b.sub(v, full_like(b, g, 0.5)));
   return {v, full_like(b, g, scale)};
 }
 
@@ -96,7 +98,8 @@ void cubic(Builder& b, Value t, std::vector<Value>& w, std::vector<Value>& dw) {
   dw = {dfar(x0), dnear(t), b.neg(dnear(x2)), b.neg(dfar(x3))};
 }
 
-Taps1 taps1(Builder& b, Value g, int64_t size, int64_t interp, int64_t padding, bool align) {
+Taps1 taps1(Builder& b, Value g, int64_t k, int64_t size, int64_t interp, int64_t padding,
+            bool align) {
   Taps1 r;
   Coord c = unnormalize(b, g, size, align);
   if (interp == kBicubic) {
@@ -120,7 +123,9 @@ Taps1 taps1(Builder& b, Value g, int64_t size, int64_t interp, int64_t padding, 
   Value f = b.floor(c.v), t = b.sub(c.v, f);
   Value i0 = b.convert(f, kI64);
   r.index = {i0, b.add(i0, full_like(b, i0, 1))};
-  r.weight = {b.sub(full_like(b, t, 1), t), t};
+  // The low weight rounds as CPU's kernels round it: 1 - t in the vectorized
+  // 2-D kernel, (floor + 1) - coord in the scalar 3-D one.
+  r.weight = {k == 3 ? b.sub(b.add(f, full_like(b, f, 1)), c.v) : b.sub(full_like(b, t, 1), t), t};
   r.dweight = {full_like(b, t, -1), full_like(b, t, 1)};
   return r;
 }
@@ -130,9 +135,11 @@ struct Tap {
   Value indices, valid;  // i64 [N, O..., 1+k] (n, s...) clamped; i1 [N, O...]
   Value weight;          // [N, O...]
   std::vector<Value> dweight;  // per spatial dim: d weight / d coord
+  std::vector<size_t> at;      // per spatial dim: which of its taps
 };
 
 struct Sampling {
+  std::vector<Taps1> dims;
   std::vector<Tap> taps;
   std::vector<Value> coord_grad;  // per spatial dim
 };
@@ -141,14 +148,14 @@ struct Sampling {
 Sampling sampling(Builder& b, Value input, Value grid, int64_t interp, int64_t padding, bool align) {
   int64_t k = grid.dim(grid.rank() - 1);
   std::vector<int64_t> o(grid.shape().begin(), grid.shape().end() - 1);
-  std::vector<Taps1> dims;
   Sampling s;
+  std::vector<Taps1>& dims = s.dims;
   for (int64_t d = 0; d < k; ++d) {
     std::vector<int64_t> lo(grid.rank(), 0), hi = grid.shape();
     lo.back() = k - 1 - d;
     hi.back() = k - d;
     Value g = b.reshape(b.slice(grid, lo, hi), o);
-    dims.push_back(taps1(b, g, input.dim(1 + d), interp, padding, align));
+    dims.push_back(taps1(b, g, k, input.dim(1 + d), interp, padding, align));
     s.coord_grad.push_back(dims.back().coord_grad);
   }
   std::vector<int64_t> col = o;
@@ -166,8 +173,11 @@ Sampling sampling(Builder& b, Value input, Value grid, int64_t interp, int64_t p
                         b.compare(Compare::kLT, i, full_like(b, i, static_cast<double>(n))));
       t.valid = d == 0 ? in : b.and_(t.valid, in);
       cols.push_back(b.reshape(b.clamp(full_like(b, i, 0), i, full_like(b, i, static_cast<double>(n - 1))), col));
-      t.weight = d == 0 ? td.weight[at[d]] : b.mul(t.weight, td.weight[at[d]]);
     }
+    // x first, as CPU multiplies (wx * wy) * wz.
+    for (int64_t d = k - 1; d >= 0; --d)
+      t.weight = d == k - 1 ? dims[d].weight[at[d]] : b.mul(t.weight, dims[d].weight[at[d]]);
+    t.at = at;
     for (int64_t d = 0; d < k; ++d) {
       Value dw = dims[d].dweight[at[d]];
       for (int64_t e = 0; e < k; ++e)
@@ -244,7 +254,7 @@ Values grid_sampler(Context& c, const Args& a) {
   int64_t ch = input.dim(input.rank() - 1);
   Value y;
   for (const Tap& tap : s.taps) {
-    Value v = c.b.mul(read(c.b, input, tap), per_channel(c.b, tap.weight, ch));
+    Value v = unfused(c.b, c.b.mul(read(c.b, input, tap), per_channel(c.b, tap.weight, ch)));
     y = y.valid() ? c.b.add(y, v) : v;
   }
   return {c.b.convert(c.b.transpose(y, to_second(y.rank())), c.out().dtype)};
@@ -273,6 +283,80 @@ Value grid_grad(Builder& b, Value input, Value g, const Sampling& s) {
   return b.concatenate(parts, parts[0].rank() - 1);
 }
 
+// The 3-D bilinear gradient by the grid as CPU's scalar kernel sums it: one
+// running sum per component over channels in order and, within a channel,
+// over the 8 corners in order, each term (value * w_a * w_b) * g with the
+// other two dims' weights x first. A tree sum over channels differs by a
+// few ulps of the largest term, which cancellation can push past OpInfo's
+// tolerance; a loop over channels reproduces CPU's sum.
+Value grid_grad_3d(Builder& b, Value input, Value g, const Sampling& s) {
+  const int64_t k = 3, nt = static_cast<int64_t>(s.taps.size());
+  std::vector<int64_t> o = s.taps[0].valid.shape(), lead = o;
+  lead.insert(lead.begin(), 1);
+  auto stack = [&](Values xs) {  // [M, ...] from M values of one shape
+    for (Value& x : xs) {
+      std::vector<int64_t> shape = x.shape();
+      shape.insert(shape.begin(), 1);
+      x = b.reshape(x, shape);
+    }
+    return b.concatenate(xs, 0);
+  };
+  Values vals, valid, weights;
+  for (const Tap& tap : s.taps) {
+    vals.push_back(read(b, input, tap));
+    valid.push_back(tap.valid);
+  }
+  for (const Taps1& d : s.dims) weights.insert(weights.end(), d.weight.begin(), d.weight.end());
+  Value zero = splat(b, 0, g.dtype(), o);
+  Values init{b.constant_int(kI64, 0), zero, zero, zero,
+              stack(vals),     // [T, N, O..., C]
+              g,               // [N, O..., C]
+              stack(valid),    // [T, N, O...]
+              stack(weights)};  // [2k, N, O...]: each dim's low and high weight
+  std::vector<std::vector<size_t>> at;
+  for (const Tap& tap : s.taps) at.push_back(tap.at);
+  Values out = b.while_loop(
+      init,
+      [n = g.dim(g.rank() - 1)](Builder& w, const Values& st) {
+        return Values{w.compare(Compare::kLT, st[0], w.constant_int(kI64, n))};
+      },
+      [k, nt, o, at](Builder& w, const Values& st) {
+        // x at index `row` of its first dim (if >= 0) and channel `c` of its
+        // last (if set), as [N, O...].
+        auto pick = [&](Value x, int64_t row, Value c) {
+          Values starts(x.rank(), w.constant_int(kI64, 0));
+          std::vector<int64_t> sizes = x.shape();
+          if (row >= 0) starts[0] = w.constant_int(kI64, row), sizes[0] = 1;
+          if (c.valid()) starts.back() = c, sizes.back() = 1;
+          return w.reshape(w.dynamic_slice(x, starts, sizes), o);
+        };
+        Value go = pick(st[5], -1, st[0]);
+        Values acc{st[1], st[2], st[3]};
+        for (int64_t t = 0; t < nt; ++t) {
+          Value val = pick(st[4], t, st[0]), ok = pick(st[6], t, Value());
+          for (int64_t d = 0; d < k; ++d) {
+            Value term = val;
+            for (int64_t e = k - 1; e >= 0; --e)
+              if (e != d) term = w.mul(term, pick(st[7], 2 * e + static_cast<int64_t>(at[t][e]), Value()));
+            term = unfused(w, w.mul(term, go));
+            acc[d] = w.select(ok, at[t][d] ? w.add(acc[d], term) : w.sub(acc[d], term), acc[d]);
+          }
+        }
+        return Values{w.add(st[0], w.constant_int(kI64, 1)), acc[0], acc[1], acc[2],
+                      st[4], st[5], st[6], st[7]};
+      });
+  Values parts;
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t d = k - 1 - i;
+    parts.push_back(b.reshape(b.mul(s.coord_grad[d], out[1 + d]), [&] {
+      std::vector<int64_t> col = o;
+      col.push_back(1);
+      return col;
+    }()));
+  }
+  return b.concatenate(parts, static_cast<int64_t>(o.size()));
+}
+
 // grid_sampler_{2,3}d_backward(grad_output, input, grid, interpolation,
 // padding, align_corners, output_mask) -> (grad_input if asked, grad_grid).
 Values grid_sampler_backward(Context& c, const Args& a) {
@@ -294,7 +378,9 @@ Values grid_sampler_backward(Context& c, const Args& a) {
     for (const Tap& tap : s.taps) acc = write(c.b, acc, c.b.mul(g, per_channel(c.b, tap.weight, ch)), tap);
     out.push_back(c.b.convert(c.b.transpose(acc, to_second(acc.rank())), c.out(0).dtype));
   }
-  Value gg = nearest ? c.b.zeros(grid.type()) : grid_grad(c.b, input, g, s);
+  Value gg = nearest                         ? c.b.zeros(grid.type())
+             : s.dims.size() == 3 && !is_half(t) ? grid_grad_3d(c.b, input, g, s)
+                                                 : grid_grad(c.b, input, g, s);
   out.push_back(c.b.convert(gg, c.out(out.size()).dtype));
   return out;
 }

@@ -1,6 +1,7 @@
 #include "helpers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace torch_tpu::lowering {
@@ -225,6 +226,10 @@ Arg opmath_arg(Builder& b, Arg x, ElementType t, bool round_scalars) {
   return x;
 }
 }  // namespace
+
+Value unfused(Builder& b, Value v) {
+  return b.select(b.compare(hlo::Compare::kEQ, v, v), v, splat_like(b, NAN, v));
+}
 
 Value round_like(Builder& b, Value x, ElementType t) {
   if (t == ElementType::kBF16) return b.reduce_precision(x, 8, 7);

@@ -30,13 +30,6 @@ Value mean_over(Builder& b, Value x, const std::vector<int64_t>& dims) {
   return b.broadcast_to(mean_keep(b, x, dims), x.shape());
 }
 
-// `v` unchanged, but opaque to the compiler's rewrites: a product stays
-// rounded (no fused multiply-add with the sum it feeds), a sqrt stays a sqrt
-// (1 / sqrt is not turned into the less exact rsqrt). The select keeps NaN.
-Value unfused(Builder& b, Value v) {
-  return b.select(b.compare(hlo::Compare::kEQ, v, v), v, k(b, NAN, v));
-}
-
 // Mean and 1 / sqrt(biased variance + eps) of x over dims (kept as size 1),
 // the reciprocal of a rounded sqrt as on CPU.
 struct Moments {
