@@ -232,6 +232,53 @@ Value window_counts(Builder& b, const std::vector<Adaptive>& ws, ElementType t) 
   return counts;
 }
 
+// CPU's 3-d adaptive average for 16-bit floats (AdaptiveAveragePooling3d.cpp)
+// computes in the tensor's own type: each window summed in order (depth,
+// then height, then width), every partial sum rounded, then divided by kd,
+// kh and kw in turn, each quotient rounded. Slot t of every window is read
+// through 0/1 matrices (a window shorter than the longest reads nothing).
+Value in_order_average(Builder& b, Value x, const std::vector<Adaptive>& ws, ElementType t) {
+  size_t n = ws.size(), lead = x.rank() - n;
+  int64_t slots = 1;
+  for (const Adaptive& w : ws) slots *= w.longest;
+  std::vector<int64_t> shape = x.shape();
+  for (size_t i = 0; i < n; ++i) shape[lead + i] = static_cast<int64_t>(ws[i].start.size());
+  const ElementType f32 = ElementType::kF32;
+  Values out = b.while_loop(
+      {b.constant_int(ElementType::kI64, 0), b.zeros(TensorType{f32, shape}), b.convert(x, f32)},
+      [slots](Builder& w, const Values& st) {
+        return Values{w.compare(Compare::kLT, st[0], w.constant_int(ElementType::kI64, slots))};
+      },
+      [&ws, n, lead, t, f32](Builder& w, const Values& st) {
+        Value y = st[2];
+        int64_t stride = 1;
+        for (size_t i = n; i-- > 0;) {
+          const Adaptive& a = ws[i];
+          int64_t outs = static_cast<int64_t>(a.start.size()), in = y.dim(lead + i);
+          std::vector<int64_t> table;  // [longest, outs]: the input read, or -1
+          for (int64_t k = 0; k < a.longest; ++k)
+            for (int64_t o = 0; o < outs; ++o)
+              table.push_back(a.start[o] + k < a.end[o] ? a.start[o] + k : -1);
+          Value slot = w.rem(w.div(st[0], w.constant_int(ElementType::kI64, stride)),
+                             w.constant_int(ElementType::kI64, a.longest));
+          Value tab = w.reshape(w.constant_i64_vector(table), {a.longest, outs});
+          Value row = w.dynamic_slice(tab, {slot, w.constant_int(ElementType::kI64, 0)}, {1, outs});
+          Value cols = w.iota(TensorType{ElementType::kI64, {outs, in}}, 1);
+          Value m = w.convert(w.compare(Compare::kEQ, cols, w.broadcast_in_dim(w.reshape(row, {outs}), {outs, in}, {0})), f32);
+          y = apply_along(w, y, static_cast<int64_t>(lead + i), m);
+          stride *= a.longest;
+        }
+        return Values{w.add(st[0], w.constant_int(ElementType::kI64, 1)),
+                      round_like(w, w.add(st[1], y), t), st[2]};
+      });
+  Value y = out[1];
+  for (size_t i = 0; i < n; ++i) {
+    Value len = b.sub(b.constant_i64_vector(ws[i].end), b.constant_i64_vector(ws[i].start));
+    y = round_like(b, b.div(y, b.broadcast_in_dim(b.convert(len, f32), y.shape(), {static_cast<int64_t>(lead + i)})), t);
+  }
+  return y;
+}
+
 // Averages over adaptive windows from `x` (spatial extents `from`) to `to`;
 // `backward` spreads each output gradient back over its window instead.
 Value adaptive_average(Builder& b, Value x, const std::vector<int64_t>& in,
@@ -240,13 +287,21 @@ Value adaptive_average(Builder& b, Value x, const std::vector<int64_t>& in,
   ElementType t = accumulation_type(x.dtype());
   std::vector<Adaptive> ws;
   for (size_t i = 0; i < n; ++i) ws.push_back(adaptive(in[i], out[i]));
+  if (!backward && n == 3 && is_half(x.dtype())) return in_order_average(b, x, ws, x.dtype());
   Value y = b.convert(x, t);
   if (backward) y = divide_spatial(b, y, window_counts(b, ws, t));
   for (size_t i = 0; i < n; ++i) {
     Value m = window_matrix(b, ws[i], in[i], t);
     y = apply_along(b, y, static_cast<int64_t>(lead + i), backward ? b.transpose(m, {1, 0}) : m);
   }
-  return backward ? y : divide_spatial(b, y, window_counts(b, ws, t));
+  if (backward) return y;
+  // CPU divides each window's sum by its extents one at a time (sum / kd /
+  // kh / kw), each quotient rounded: not by their product.
+  for (size_t i = 0; i < n; ++i) {
+    Value len = b.sub(b.constant_i64_vector(ws[i].end), b.constant_i64_vector(ws[i].start));
+    y = b.div(y, b.broadcast_in_dim(b.convert(len, t), y.shape(), {static_cast<int64_t>(lead + i)}));
+  }
+  return y;
 }
 
 // _adaptive_avg_pool{2,3}d(self, output_size).
