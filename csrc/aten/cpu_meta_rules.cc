@@ -3,6 +3,9 @@
 // group norm. On CPU they are in the input's dtype for a bf16/f16 input unless
 // a parameter is f32 (mixed precision: then f32), and batch norm in eval mode
 // saves empty [0] statistics instead of [C]. One table row per operator.
+// Also `_foreach_pow.Scalar`, whose meta function types each result as if
+// the exponent were an int, where CPU promotes tensor and exponent
+// (bool ** True is bool).
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -69,6 +72,12 @@ bool eval_mode(const StatsRule& r, c10::ArrayRef<c10::IValue> args) {
 
 void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                      OpMeta& m) {
+  if (schema.name() == "aten::_foreach_pow" && schema.overload_name() == "Scalar") {
+    const c10::List<at::Tensor> tensors = args.at(0).toTensorList();
+    for (size_t i = 0; i < m.fresh.size() && i < tensors.size(); ++i)
+      m.fresh[i].dtype = at::result_type(tensors[i], args.at(1).toScalar());
+    return;
+  }
   const StatsRule* r = find_rule(schema);
   if (r == nullptr || m.fresh.size() < 3) return;
   std::optional<c10::ScalarType> dtype = stats_dtype(*r, args);

@@ -124,6 +124,10 @@ Values div(Context& c, const Args& a) {
 
 Values pow_(Context& c, const Args& a) {
   const TensorType& t = c.out();
+  if (t.dtype == ElementType::kPred) {  // bool ** bool: x ** 1 is x, x ** 0 is 1
+    Value x = coerce(c.b, a[0].tensor, t), e = coerce(c.b, a[1].tensor, t);
+    return {c.b.or_(x, c.b.not_(e))};
+  }
   return {c.b.pow(coerce(c.b, a[0].tensor, t), coerce(c.b, a[1].tensor, t))};
 }
 
