@@ -170,3 +170,14 @@ def test_f16_steps_keep_subnormals():
     want = F.grid_sample(x, grid, align_corners=False)
     assert bool(((want.abs() < 2 ** -14) & (want != 0)).sum() > 20)
     assert_exact(F.grid_sample(*to_tpu((x, grid)), align_corners=False), want)
+
+
+@pytest.mark.parametrize("exponent", [True, False, 2, 0.5])
+def test_foreach_pow_scalar_dtype_and_values_match_cpu(exponent):
+    # PyTorch's meta function types bool ** True as int64; CPU returns bool.
+    cpu = [torch.tensor([True, False, True]), torch.tensor([1, 2, 3]), torch.rand(4)]
+    want = torch._foreach_pow(cpu, exponent)
+    got = torch._foreach_pow([t.to("tpu") for t in cpu], exponent)
+    for w, g in zip(want, got):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g.cpu(), w)
