@@ -133,9 +133,12 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
                   static_cast<unsigned long long>(hash(identity_ + program)));
     path = directory_ + "/" + name;
   }
+  auto load_start = std::chrono::steady_clock::now();
   pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program);
   if (exe) {
     metrics_.count("cache_disk_hits");
+    metrics_.time("disk_load", std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() - load_start).count());
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.disk_hits;
   } else {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -132,6 +133,12 @@ class Engine {
   // length, so every iteration of a loop becomes the same (cached) program.
   std::vector<uint64_t> last_program_ops_, current_ops_;
   bool matching_last_ = false;
+  // Whether the last program ended at a flush the host asked for (optimizer
+  // step, host read, synchronize): a repeat of it then waits for that flush
+  // (or the next op) instead of flushing inside the step, where more
+  // temporaries are still alive and the outputs would differ.
+  bool last_ended_by_request_ = false;
+  bool boundary_pending_ = false;
 
   // The recording's ops and where they came from, for messages.
   std::vector<OpSite> op_sites_;
@@ -143,11 +150,18 @@ class Engine {
   // Warns when one call site keeps compiling new programs, naming the change.
   void note_compile(const std::string& site, const std::string& signature);
 
-  // The last launched program's completion, for synchronize().
-  std::vector<std::shared_ptr<pjrt::Event>> in_flight_;
+  // Launched programs not known to be done, with their input buffers: a
+  // buffer whose last reference drops while a program reads it makes
+  // PJRT_Buffer_Destroy wait for that program, so the inputs are released
+  // once it has finished (or at synchronize()).
+  struct InFlight {
+    std::shared_ptr<pjrt::Event> done;
+    std::vector<pjrt::BufferPtr> inputs;
+  };
+  std::deque<InFlight> in_flight_;
 
   // Waits (Debug Eager) or tracks the completion event of a launch.
-  void launched(std::shared_ptr<pjrt::Event> done);
+  void launched(std::shared_ptr<pjrt::Event> done, const std::vector<pjrt::BufferPtr>& inputs);
 };
 
 // "(in a deferred program of N ops ...)" with each op's site, for errors.
