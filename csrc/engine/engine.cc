@@ -117,6 +117,7 @@ Engine::Engine() {
     client_ = std::make_unique<pjrt::Client>(plugin);  // plugin without that option
   }
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
+  if (Warmup::wanted(c.plugin_path)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
   reset_recording();
 }
 

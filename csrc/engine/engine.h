@@ -17,6 +17,7 @@
 #include "cache.h"
 #include "metrics.h"
 #include "value.h"
+#include "warmup.h"
 
 namespace torch_tpu::engine {
 
@@ -59,6 +60,10 @@ class Engine {
   static bool initialized();
 
   pjrt::Client& client() { return *client_; }
+  // Waits for the background warm-up (see warmup.h), if one is running.
+  void join_warmup() {
+    if (warmup_) warmup_->join();
+  }
   int device_count() const { return client_->device_count(); }
 
   // Recording (callers hold lock()).
@@ -113,6 +118,7 @@ class Engine {
   std::recursive_mutex mu_;
   std::unique_ptr<pjrt::Client> client_;
   std::unique_ptr<Cache> cache_;
+  std::unique_ptr<Warmup> warmup_;  // uses client_ and cache_: declared after them
   Metrics metrics_;
   Mode mode_ = Mode::kDeferNever;
 
