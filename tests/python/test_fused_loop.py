@@ -76,3 +76,22 @@ def test_inputs_released_while_program_runs_stay_valid():
         del a, b  # the program may still be reading them
         d = c * 2
     torch.testing.assert_close(d.cpu(), (a_cpu @ b_cpu).relu() * 2, atol=1e-4, rtol=1e-4)
+
+
+def test_scalar_list_values_reuse_meta_inference():
+    # AdamW passes new step sizes (a Scalar[]) every step: their values never
+    # change shapes, so the cached meta inference must serve every step.
+    params = [torch.randn(5, 3), torch.randn(7)]
+    nums = [torch.randn(5, 3), torch.randn(7)]
+    dens = [torch.rand(5, 3) + 0.5, torch.rand(7) + 0.5]
+    tpu = [[t.to("tpu") for t in ts] for ts in (params, nums, dens)]
+    torch._foreach_addcdiv_(*tpu, [0.5, -1.0])  # first call: the meta runs
+    torch._foreach_addcdiv_(params, nums, dens, [0.5, -1.0])
+    torch_tpu.reset_metrics()
+    for step in range(1, 4):
+        values = [0.1 * step, -0.3 / step]
+        torch._foreach_addcdiv_(*tpu, values)
+        torch._foreach_addcdiv_(params, nums, dens, values)
+    assert torch_tpu.metrics().get("meta_cache_misses", 0) == 0, torch_tpu.metrics()
+    for a, e in zip(tpu[0], params):
+        assert_same(a, e)
