@@ -343,6 +343,9 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
   std::vector<PJRT_Buffer*> args;
   args.reserve(inputs.size());
   for (const auto& b : inputs) args.push_back(b->get());
+  // Programs finish mostly in launch order: release the inputs of finished
+  // ones at the front (one readiness query each) before this launch allocates.
+  while (!in_flight_.empty() && in_flight_.front().done->is_ready()) in_flight_.pop_front();
   auto start = std::chrono::steady_clock::now();
   pjrt::ExecuteResult result = exe.execute(args, client_->device(device));
   metrics_.count(Hot::kExecutions);
@@ -367,9 +370,6 @@ void Engine::launched(std::shared_ptr<pjrt::Event> done,
     done->await();
     return;
   }
-  // Programs finish mostly in launch order: release the finished ones at the
-  // front (one readiness query each), so inputs live no longer than needed.
-  while (!in_flight_.empty() && in_flight_.front().done->is_ready()) in_flight_.pop_front();
   in_flight_.push_back(InFlight{std::move(done), inputs});
 }
 
