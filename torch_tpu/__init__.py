@@ -29,7 +29,7 @@ from . import device as _device  # noqa: E402
 from .modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 from .runtime import (  # noqa: E402
     cache_stats, clear_cache, fallback_counts, metrics, metrics_report, native_ops,
-    reset_metrics, set_cpu_fallback, sync,
+    reset_metrics, set_cpu_fallback, sync, time_kernels,
 )
 
 torch._register_device_module("tpu", _device)
@@ -55,5 +55,5 @@ if os.environ.get("TORCH_TPU_LOG_OPS", "0") == "1":
 __all__ = [
     "EagerMode", "eager_mode", "get_eager_mode", "set_eager_mode", "sync", "metrics",
     "metrics_report", "reset_metrics", "cache_stats", "clear_cache", "set_cpu_fallback",
-    "fallback_counts", "native_ops", "export_stablehlo",
+    "fallback_counts", "native_ops", "export_stablehlo", "time_kernels",
 ]

@@ -19,6 +19,14 @@ def reset_metrics() -> None:
     _C._reset_metrics()
 
 
+def time_kernels(on: bool = True) -> None:
+    """Adds ``kernel_s`` and ``kernel_calls`` to :func:`metrics`: host time spent
+    inside torch_tpu's op kernel (argument checks, then recording in Fused
+    Eager or launching in Strict Eager), without Python, PyTorch's dispatcher
+    and autograd. Off by default: it reads the clock twice per op."""
+    _C._set_kernel_timing(bool(on))
+
+
 def cache_stats() -> dict:
     return dict(_C._cache_stats())
 

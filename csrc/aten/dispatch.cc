@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -17,11 +18,13 @@
 #include "../lowering/registry.h"
 #include "device.h"
 #include "generator.h"
+#include "kernel.h"
 #include "meta.h"
 #include "precision.h"
 #include "site.h"
 #include "storage.h"
 #include "tensor_io.h"
+#include "unboxed.h"
 
 namespace torch_tpu::aten {
 
@@ -31,17 +34,6 @@ using lowering::Arg;
 using lowering::Args;
 
 bool g_log_ops = false;
-
-// How one operator is served.
-struct Plan {
-  const lowering::LoweringFn* fn = nullptr;
-  std::string lowering;                 // the registry entry used
-  std::vector<size_t> inputs;           // argument indices passed to the lowering
-  std::vector<size_t> mutated;          // arguments written (alias sets with '!')
-  std::vector<size_t> generators;       // Generator? arguments
-  bool implicit_generator = false;      // draws from the default generator unasked
-  int unit_alpha = -1;                  // an `alpha` argument left out when it is 1
-};
 
 // An alpha of exactly 1 (True for bools): x + 1*y is x + y in every dtype.
 bool is_unit(const c10::IValue& v) {
@@ -110,6 +102,19 @@ void scan(const c10::IValue& v, CallState& s, const c10::OperatorName& op) {
   }
 }
 
+// The value of a CPU 0-dim tensor. Python numbers arrive as such tensors
+// (f64, i64, bool); reading them directly skips a dispatch through item().
+c10::Scalar cpu_scalar(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kDouble: return *t.const_data_ptr<double>();
+    case at::kFloat: return *t.const_data_ptr<float>();
+    case at::kLong: return *t.const_data_ptr<int64_t>();
+    case at::kInt: return *t.const_data_ptr<int32_t>();
+    case at::kBool: return *t.const_data_ptr<bool>();
+    default: return t.item();
+  }
+}
+
 Arg tensor_arg(engine::Engine& e, const at::Tensor& t) {
   Arg a;
   if (!t.defined()) return a;
@@ -117,7 +122,7 @@ Arg tensor_arg(engine::Engine& e, const at::Tensor& t) {
   if (t.device().type() == c10::DeviceType::PrivateUse1) {
     a.tensor = read(e, t);
   } else {  // a CPU 0-dim tensor: a host scalar
-    a.tensor = host_scalar(e, t.item(), to_hlo(t.scalar_type()));
+    a.tensor = host_scalar(e, cpu_scalar(t), to_hlo(t.scalar_type()));
     a.scalar = t.unsafeGetTensorImpl()->is_wrapped_number();
   }
   return a;
@@ -222,7 +227,7 @@ Arg convert(engine::Engine& e, const c10::Argument& schema_arg, const c10::IValu
 
 // Tensors of the stack values `vals`, flattened (lists expand).
 // Undefined tensors (outputs a backward's output_mask leaves out) are skipped.
-void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
+void flatten(const c10::IValue& v, c10::SmallVectorImpl<at::Tensor>& out) {
   if (v.isTensor()) {
     if (v.toTensor().defined()) out.push_back(v.toTensor());
   } else if (v.isTensorList()) {
@@ -270,15 +275,29 @@ const Plan& plan_of(const c10::FunctionSchema& schema) {
   return *plan;
 }
 
-void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// Adds the time of its scope to the kernel timer when that is on.
+class KernelTimer {
+ public:
+  explicit KernelTimer(engine::Metrics& m) : metrics_(m.kernel_timing() ? &m : nullptr) {
+    if (metrics_) start_ = std::chrono::steady_clock::now();
+  }
+  ~KernelTimer() {
+    if (metrics_)
+      metrics_->time_kernel(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - start_).count());
+  }
+
+ private:
+  engine::Metrics* metrics_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c10::IValue> args) {
+  auto& e = engine::Engine::get();
+  KernelTimer timer(e.metrics());
   const c10::FunctionSchema& schema = op.schema();
-  const Plan* plan = &plan_of(schema);
-  const size_t n = schema.arguments().size();
-  // The arguments stay on the stack (copying them would touch every tensor's
-  // Python refcount); room for the returns is made first so `args` stays valid.
-  stack->reserve(stack->size() + schema.returns().size());
-  const size_t base = stack->size() - n;
-  c10::ArrayRef<c10::IValue> args(stack->data() + base, n);
   if (g_log_ops) std::cerr << "[torch_tpu] " << full_name(schema.operator_name()) << "\n";
 
   CallState state;
@@ -286,47 +305,46 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (state.device < 0) state.device = current_device();
   // Factories (no tensor inputs: arange, linspace, …) take Python numbers in
   // double, as CPU's range kernels do.
-  state.wide |= std::none_of(plan->inputs.begin(), plan->inputs.end(),
+  state.wide |= std::none_of(plan.inputs.begin(), plan.inputs.end(),
                              [&](size_t i) { return args[i].isTensor() || args[i].isTensorList(); });
   check_device(state.device);
 
   // 1. PyTorch's own shape, dtype and argument checks (cached).
-  std::shared_ptr<const OpMeta> meta = infer_meta(op, args, plan->mutated);
-  std::vector<at::Tensor> mutated;  // the real tensors written, in order
-  for (size_t i : plan->mutated) flatten(args[i], mutated);
+  Ran ran;
+  ran.meta = infer_meta(op, args, plan.mutated);
+  const OpMeta& meta = *ran.meta;
+  c10::SmallVector<at::Tensor, 2> mutated;  // the real tensors written, in order
+  for (size_t i : plan.mutated) flatten(args[i], mutated);
   // Writing through a view where several elements share one memory location
   // (expand) is an error on CPU; meta functions do not check it.
   for (const at::Tensor& t : mutated) at::assert_no_internal_overlap(t);
-  TORCH_CHECK(mutated.size() == meta->mutated.size(), "tpu: internal error: ",
+  TORCH_CHECK(mutated.size() == meta.mutated.size(), "tpu: internal error: ",
               full_name(schema.operator_name()), " mutates ", mutated.size(),
-              " tensors but its meta function reported ", meta->mutated.size());
+              " tensors but its meta function reported ", meta.mutated.size());
 
   // 2. Record the op. The Python site is read before the engine lock: it
   // takes the GIL, which a Python thread may hold while waiting for the lock.
   const std::string* site = python_site();
-  auto& e = engine::Engine::get();
   c10::DeviceGuard device_guard(c10::Device(c10::DeviceType::PrivateUse1, state.device));
-  std::vector<at::Tensor> results;
   int64_t drawn = 0;
   {
     auto guard = e.lock();
     e.begin(state.device);
     Args largs;
-    largs.reserve(plan->inputs.size());
-    for (size_t i : plan->inputs) {
-      if (static_cast<int>(i) == plan->unit_alpha && is_unit(args[i]))
+    largs.reserve(plan.inputs.size());
+    for (size_t i : plan.inputs) {
+      if (static_cast<int>(i) == plan.unit_alpha && is_unit(args[i]))
         largs.emplace_back();
       else
         largs.push_back(convert(e, schema.arguments()[i], args[i], state));
     }
-    if (plan->implicit_generator)
+    if (plan.implicit_generator)
       largs.push_back(convert(e, default_generator_argument(), c10::IValue(), state));
-    lowering::Context ctx{e.builder(), {}, lowering::LazyPrecision(&current_precision), plan->lowering};
-    for (const TensorMeta& m : meta->fresh) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
-    for (const TensorMeta& m : meta->mutated) ctx.outputs.push_back({to_hlo(m.dtype), m.sizes});
+    lowering::Context ctx{e.builder(), meta.types, lowering::LazyPrecision(&current_precision),
+                          plan.lowering};
     hlo::Values outs;
     try {
-      outs = (*plan->fn)(ctx, largs);
+      outs = (*plan.fn)(ctx, largs);
     } catch (const lowering::Unsupported& u) {
       TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", full_name(schema.operator_name()),
                                   " is not supported for these arguments: ", u.what(),
@@ -338,48 +356,64 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                   t.what());
     }
     TORCH_CHECK(outs.size() == ctx.outputs.size(), "tpu: internal error: lowering of ",
-                plan->lowering, " returned ", outs.size(), " values, expected ",
+                plan.lowering, " returned ", outs.size(), " values, expected ",
                 ctx.outputs.size());
     for (size_t i = 0; i < outs.size(); ++i) {
       TORCH_CHECK(outs[i].shape() == ctx.outputs[i].shape, "tpu: internal error: lowering of ",
-                  plan->lowering, " produced ", outs[i].type().str(), " for output ", i,
+                  plan.lowering, " produced ", outs[i].type().str(), " for output ", i,
                   ", expected ", ctx.outputs[i].str());
       drawn += ctx.outputs[i].numel();
     }
-    for (size_t i = 0; i < meta->fresh.size(); ++i) {
-      const TensorMeta& m = meta->fresh[i];
+    for (size_t i = 0; i < meta.fresh.size(); ++i) {
+      const TensorMeta& m = meta.fresh[i];
       at::Tensor t = at::detail::empty_strided_generic(
           m.sizes, m.strides, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
           m.dtype);
       write(e, t, outs[i]);
-      results.push_back(t);
+      ran.results.push_back(std::move(t));
     }
     for (size_t i = 0; i < mutated.size(); ++i) {
       const at::Tensor& t = mutated[i];
-      const TensorMeta& m = meta->mutated[i];
+      const TensorMeta& m = meta.mutated[i];
       if (t.sizes() != c10::IntArrayRef(m.sizes)) resize(t, m.sizes, m.strides);
-      write(e, t, outs[meta->fresh.size() + i]);
+      write(e, t, outs[meta.fresh.size() + i]);
     }
-    e.end(plan->lowering.c_str(), site);
+    e.end(plan.lowering.c_str(), site);
   }
-  if (plan->implicit_generator || !plan->generators.empty())
-    advance_generators(*plan, args, state.device, drawn);
+  if (plan.implicit_generator || !plan.generators.empty())
+    advance_generators(plan, args, state.device, drawn);
+  return ran;
+}
 
-  // 3. Returns: fresh tensors in order, aliasing returns are their arguments.
+namespace {
+
+// The kernel of every lowered operator called through the boxed path (and of
+// all whose C++ signature unboxed.h does not instantiate).
+void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t n = schema.arguments().size();
+  // The arguments stay on the stack (copying them would touch every tensor's
+  // Python refcount); room for the returns is made first so `args` stays valid.
+  stack->reserve(stack->size() + schema.returns().size());
+  const size_t base = stack->size() - n;
+  c10::ArrayRef<c10::IValue> args(stack->data() + base, n);
+  Ran ran = run_lowered(op, plan_of(schema), args);
+
+  // Returns: fresh tensors in order, aliasing returns are their arguments.
   // They are pushed above the arguments, which are then erased.
   size_t next_fresh = 0, next_return = 0;
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     const c10::Argument& ret = schema.returns()[r];
     if (ret.alias_info() == nullptr) {
-      int64_t count = meta->return_lists.at(next_return++);
+      int64_t count = ran.meta->return_lists.at(next_return++);
       if (count >= 0) {
         c10::List<at::Tensor> list;
-        for (int64_t k = 0; k < count; ++k) list.push_back(results[next_fresh++]);
+        for (int64_t k = 0; k < count; ++k) list.push_back(ran.results[next_fresh++]);
         stack->emplace_back(list);
       } else if (count == -2) {
         stack->emplace_back(at::Tensor());  // left out by an output_mask
       } else {
-        stack->emplace_back(results[next_fresh++]);
+        stack->emplace_back(ran.results[next_fresh++]);
       }
       continue;
     }
@@ -449,7 +483,8 @@ void register_lowered_ops(torch::Library& m) {
       plans()[schema.operator_name()] = std::move(p);
       served().insert(name);
     }
-    m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
+    if (!register_unboxed(m, h, plan_of(schema)))
+      m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
   };
 
   for (const c10::OperatorName& opname : dispatcher.getAllOpNames()) {

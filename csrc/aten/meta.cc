@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "../engine/engine.h"
+#include "tensor_io.h"
 
 namespace torch_tpu::aten {
 
@@ -149,6 +150,8 @@ OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
   // (out= results are resized by the meta function).
   for (size_t i : mutated_args) describe_all(meta_args[i], m.mutated);
   apply_cpu_rules(schema, args, m);
+  for (const auto* group : {&m.fresh, &m.mutated})
+    for (const TensorMeta& t : *group) m.types.push_back({to_hlo(t.dtype), t.sizes});
   return m;
 }
 

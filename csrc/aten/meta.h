@@ -7,6 +7,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <memory>
+
+#include "../hlo/types.h"
 #include <vector>
 
 namespace torch_tpu::aten {
@@ -21,6 +23,7 @@ struct OpMeta {
   std::vector<int64_t> return_lists;  // per non-aliasing return: list length, -1 a
                                       // tensor, -2 an undefined tensor
   std::vector<TensorMeta> mutated;    // written arguments after the call, flattened
+  std::vector<hlo::TensorType> types; // fresh then mutated, as lowerings see them
 };
 
 // Where CPU's output metadata differs from the meta function's (norms' saved

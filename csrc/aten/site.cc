@@ -52,23 +52,24 @@ const std::string* empty_site() {
 // all are library frames (GIL held).
 const std::string* innermost_user_site() {
   static std::unordered_map<std::vector<uintptr_t>, std::unique_ptr<std::string>, ChainHash> sites;
-  static std::vector<uintptr_t> chain;  // (code, line) pairs walked
+  static std::vector<uintptr_t> chain;  // (code, instruction) pairs walked
   chain.clear();
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   if (frame == nullptr) return empty_site();
   Py_INCREF(frame);
   const CodeInfo* innermost = nullptr;
   const CodeInfo* user = nullptr;
-  int innermost_line = 0, user_line = 0;
+  PyCodeObject *innermost_code = nullptr, *user_code = nullptr;
+  int innermost_at = 0, user_at = 0;
   for (int depth = 0; frame != nullptr && depth < 32 && user == nullptr; ++depth) {
     PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
     const CodeInfo& info = code_info(code);
     Py_DECREF(code);
-    int line = PyFrame_GetLineNumber(frame);
+    int at = PyFrame_GetLasti(frame);
     chain.push_back(reinterpret_cast<uintptr_t>(code));
-    chain.push_back(static_cast<uintptr_t>(line));
-    if (innermost == nullptr) innermost = &info, innermost_line = line;
-    if (!info.library) user = &info, user_line = line;
+    chain.push_back(static_cast<uintptr_t>(at));
+    if (innermost == nullptr) innermost = &info, innermost_code = code, innermost_at = at;
+    if (!info.library) user = &info, user_code = code, user_at = at;
     PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
     Py_DECREF(frame);
     frame = back;
@@ -77,8 +78,10 @@ const std::string* innermost_user_site() {
   if (PyErr_Occurred()) PyErr_Clear();
   auto it = sites.find(chain);
   if (it != sites.end()) return it->second.get();
-  if (user == nullptr) user = innermost, user_line = innermost_line;
-  auto site = std::make_unique<std::string>(user->file + ":" + std::to_string(user_line));
+  if (user == nullptr) user = innermost, user_code = innermost_code, user_at = innermost_at;
+  // The line is worked out once per site: a hit compares instruction offsets.
+  int line = PyCode_Addr2Line(user_code, user_at);
+  auto site = std::make_unique<std::string>(user->file + ":" + std::to_string(line));
   return sites.emplace(chain, std::move(site)).first->second.get();
 }
 

@@ -120,12 +120,22 @@ hlo::Value flat_value(engine::Engine& e, StorageState& st, ElementType dtype) {
   return reinterpret(b, e.use(st.value), dtype);
 }
 
+// Whether `t` covers its whole storage densely in row-major order: the
+// common case, read and written by a reshape alone.
+bool whole_and_contiguous(const at::Tensor& t, const StorageState& st) {
+  return t.storage_offset() == 0 && t.is_contiguous() &&
+         static_cast<size_t>(t.numel()) * t.element_size() == st.nbytes;
+}
+
 }  // namespace
 
 hlo::Value read(engine::Engine& e, const at::Tensor& t) {
   StorageState& st = state_of(t);
   ElementType dtype = to_hlo(t.scalar_type());
-  return lowering::strided_read(e.builder(), flat_value(e, st, dtype), view_of(t));
+  hlo::Value flat = flat_value(e, st, dtype);
+  if (whole_and_contiguous(t, st) && flat.dim(0) == t.numel())
+    return e.builder().reshape(flat, t.sizes().data(), t.sizes().size());
+  return lowering::strided_read(e.builder(), flat, view_of(t));
 }
 
 void write(engine::Engine& e, const at::Tensor& t, hlo::Value v) {
@@ -135,6 +145,12 @@ void write(engine::Engine& e, const at::Tensor& t, hlo::Value v) {
   TORCH_CHECK(c10::IntArrayRef(v.shape()) == t.sizes(), "internal: writing ", v.type().str(),
               " into a tpu tensor of shape ", t.sizes());
   v = b.convert(v, dtype);
+  if (whole_and_contiguous(t, st)) {  // the whole storage is replaced
+    const int64_t n = t.numel();
+    st.value = e.produce(b.reshape(v, &n, 1));
+    st.dtype = dtype;
+    return;
+  }
   Strided view = view_of(t);
   int64_t n = static_cast<int64_t>(st.nbytes / engine::element_size(dtype));
   hlo::Value dense = lowering::dense_layout(b, v, view, n);

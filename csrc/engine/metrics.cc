@@ -26,6 +26,10 @@ std::map<std::string, double> Metrics::snapshot() const {
   for (size_t i = 0; i < hot_.size(); ++i)
     if (int64_t n = hot_[i].load(std::memory_order_relaxed)) out[kHotNames[i]] += static_cast<double>(n);
   if (int64_t ns = launch_ns_.load(std::memory_order_relaxed)) out["execute_launch_s"] += ns * 1e-9;
+  if (int64_t n = kernel_calls_.load(std::memory_order_relaxed)) {
+    out["kernel_calls"] += static_cast<double>(n);
+    out["kernel_s"] += kernel_ns_.load(std::memory_order_relaxed) * 1e-9;
+  }
   return out;
 }
 
@@ -34,6 +38,8 @@ void Metrics::reset() {
   values_.clear();
   for (auto& h : hot_) h.store(0, std::memory_order_relaxed);
   launch_ns_.store(0, std::memory_order_relaxed);
+  kernel_ns_.store(0, std::memory_order_relaxed);
+  kernel_calls_.store(0, std::memory_order_relaxed);
 }
 
 std::string Metrics::report() const {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <span>
 #include <unordered_map>
 
 namespace torch_tpu::hlo {
@@ -428,18 +429,25 @@ Value Builder::reduce_precision(Value x, int exponent_bits, int mantissa_bits) {
 // ---- shape ------------------------------------------------------------------
 
 Value Builder::reshape(Value x, const std::vector<int64_t>& shape) {
-  TensorType t{x.dtype(), shape};
-  if (t.numel() != x.type().numel())
-    fail("reshape", "cannot reshape " + x.type().str() + " to " + t.str());
-  if (shape == x.shape()) return x;
-  if (insertion_.size() > 1) return emit1("stablehlo.reshape", {x}, t);
+  return reshape(x, shape.data(), shape.size());
+}
+
+Value Builder::reshape(Value x, const int64_t* dims, size_t rank) {
+  std::span<const int64_t> shape(dims, rank);
+  auto is = [&](const std::vector<int64_t>& s) { return std::ranges::equal(s, shape); };
+  if (is(x.shape())) return x;
+  auto to = [&] { return TensorType{x.dtype(), {shape.begin(), shape.end()}}; };
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (numel != x.type().numel()) fail("reshape", "cannot reshape " + x.type().str() + " to " + to().str());
+  if (insertion_.size() > 1) return emit1("stablehlo.reshape", {x}, to());
   if (int source = reshapes_[x.id()].source; source >= 0) {  // reshape(reshape(v)) = reshape(v)
     x = Value(source, types_[source]);
-    if (shape == x.shape()) return x;
+    if (is(x.shape())) return x;
   }
-  if (int latest = reshapes_[x.id()].latest; latest >= 0 && types_[latest]->shape == shape)
+  if (int latest = reshapes_[x.id()].latest; latest >= 0 && is(types_[latest]->shape))
     return Value(latest, types_[latest]);
-  Value r = emit1("stablehlo.reshape", {x}, t);
+  Value r = emit1("stablehlo.reshape", {x}, to());
   reshapes_[r.id()].source = x.id();
   reshapes_[x.id()].latest = r.id();
   return r;
@@ -466,6 +474,7 @@ Value Builder::broadcast_in_dim(Value x, const std::vector<int64_t>& shape,
 }
 
 Value Builder::broadcast_to(Value x, const std::vector<int64_t>& shape) {
+  if (x.shape() == shape) return x;  // the common case: nothing to build
   int64_t offset = static_cast<int64_t>(shape.size()) - x.rank();
   if (offset < 0) fail("broadcast_to", "cannot broadcast " + x.type().str() + " to lower rank");
   std::vector<int64_t> dims(x.rank());

@@ -156,6 +156,9 @@ class Builder {
 
   // ---- shape -------------------------------------------------------------
   Value reshape(Value x, const std::vector<int64_t>& shape);
+  // The same from `rank` dimensions at `dims`: nothing is copied unless a
+  // reshape is emitted (the per-op read and write paths).
+  Value reshape(Value x, const int64_t* dims, size_t rank);
   Value broadcast_in_dim(Value x, const std::vector<int64_t>& shape,
                          const std::vector<int64_t>& dims);
   // Numpy-style: aligns trailing dims of x with `shape`.

@@ -1,6 +1,7 @@
 #include "helpers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace torch_tpu::lowering {
@@ -226,8 +227,24 @@ Arg opmath_arg(Builder& b, Arg x, ElementType t, bool round_scalars) {
 }
 }  // namespace
 
+Value unfused(Builder& b, Value v) {
+  return b.select(b.compare(hlo::Compare::kEQ, v, v), v, splat_like(b, NAN, v));
+}
+
 Value round_like(Builder& b, Value x, ElementType t) {
   if (t == ElementType::kBF16) return b.reduce_precision(x, 8, 7);
+  if (t == ElementType::kF16 && x.dtype() == ElementType::kF32) {
+    // XLA:CPU's reduce_precision flushes f16 subnormals (|x| < 2^-14) to
+    // zero; there the values are the multiples of 2^-24, which adding and
+    // taking off 0.75 (ulp 2^-24 in f32) rounds to, ties to even; a zero
+    // keeps x's sign.
+    Value c = splat_like(b, 0.75, x);
+    Value sub = b.sub(unfused(b, b.add(x, c)), c);
+    Value zero = splat_like(b, 0, x);
+    sub = b.select(b.compare(hlo::Compare::kEQ, sub, zero), b.mul(x, zero), sub);
+    Value tiny = b.compare(hlo::Compare::kLT, b.abs(x), splat_like(b, 0x1p-14, x));
+    return b.select(tiny, sub, b.reduce_precision(x, 5, 10));
+  }
   if (t == ElementType::kF16) return b.reduce_precision(x, 5, 10);
   return x;
 }
@@ -235,7 +252,7 @@ Value round_like(Builder& b, Value x, ElementType t) {
 LoweringFn opmath(LoweringFn f, bool round_scalars) {
   return [f = std::move(f), round_scalars](Context& c, const Args& a) -> Values {
     if (c.outputs.empty() || !is_half(c.out().dtype)) return f(c, a);
-    std::vector<TensorType> wide = c.outputs;
+    std::vector<TensorType> wide(c.outputs.begin(), c.outputs.end());
     for (TensorType& t : wide) t.dtype = accumulation_type(t.dtype);
     Args args;
     for (const Arg& x : a) args.push_back(opmath_arg(c.b, x, c.out().dtype, round_scalars));

@@ -70,4 +70,10 @@ LoweringFn opmath(LoweringFn f, bool round_scalars = false);
 // 16-bit → f32 convert pair. The identity for other `t`.
 Value round_like(Builder& b, Value x, ElementType t);
 
+// `v` unchanged, but opaque to the compiler's rewrites: a product stays
+// rounded (XLA:CPU contracts a product and the sum it feeds into one fused
+// multiply-add, which CPU's scalar kernels do not), a sqrt stays a sqrt (1 /
+// sqrt is not turned into the less exact rsqrt). The select keeps NaN.
+Value unfused(Builder& b, Value v);
+
 }  // namespace torch_tpu::lowering

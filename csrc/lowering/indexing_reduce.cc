@@ -323,7 +323,9 @@ Values embedding_renorm(Context& c, const Args& a) {
   }
   norm = b.convert(b.convert(norm, t), ElementType::kF64);  // read back in self's type
   Value max_norm = splat_like(b, a[2].d, norm);
-  Value scale = b.convert(b.div(max_norm, b.add(norm, splat_like(b, 1e-7, norm))), ct);
+  // CPU multiplies the row by the scale as a Python number, which a 16-bit
+  // row reads in its own type.
+  Value scale = round_like(b, b.convert(b.div(max_norm, b.add(norm, splat_like(b, 1e-7, norm))), ct), t);
   Value touched = b.zeros({ElementType::kPred, {rows}});
   if (n > 0) {
     Value idx = b.reshape(a[1].tensor, {n});

@@ -77,7 +77,8 @@ Value singular_values(Context& c, Value x, const TensorType& s) {
   args[0].tensor = x;
   args[1].kind = args[2].kind = Arg::kBool;  // full_matrices = compute_uv = false
   TensorType none{x.dtype(), {0}};
-  Context sc{c.b, {none, s, none}, c.precision, c.op};
+  const std::vector<TensorType> types{none, s, none};
+  Context sc{c.b, types, c.precision, c.op};
   return (*svd)(sc, args)[1];
 }
 

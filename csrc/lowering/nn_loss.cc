@@ -197,10 +197,63 @@ Picked pick(Builder& b, Value self, Value target, const Arg& weight, int64_t ign
   return p;
 }
 
+// CPU's reduced nll_loss for a 16-bit dtype `h`: in that type, sample by
+// sample, into an 8-level cascade (LossNLL.cpp, LossNLL2d.cpp): level 0 takes
+// -x w (and w), and at every counted sample whose index is a multiple of
+// 16^(j+1) level j is added into level j+1 and cleared (index 0 flushes all
+// the way up); the levels are then summed from 0 to 7. Every step rounds.
+// Returns {loss sum, weight sum}.
+std::pair<Value, Value> nll_cascade(Builder& b, Value x_t, const Picked& p, bool weighted,
+                                    ElementType h) {
+  const ElementType f32 = ElementType::kF32, i64 = ElementType::kI64;
+  const int levels = 8;
+  int64_t n = 1;
+  for (int64_t d : x_t.shape()) n *= d;
+  auto flat = [&](Value v) { return b.reshape(v, {n}); };
+  auto r = [&](Builder& w, Value v) { return round_like(w, v, h); };
+  Value zero = b.constant(f32, 0);
+  Values init{b.constant_int(i64, 0), flat(x_t), flat(p.weight), flat(p.valid)};
+  for (int i = 0; i < 2 * levels; ++i) init.push_back(zero);
+  Values out = b.while_loop(
+      init,
+      [n](Builder& w, const Values& st) {
+        return Values{w.compare(Compare::kLT, st[0], w.constant_int(ElementType::kI64, n))};
+      },
+      [&](Builder& w, const Values& st) {
+        auto at = [&](Value v) { return w.reshape(w.dynamic_slice(v, {st[0]}, {1}), {}); };
+        Value x = at(st[1]), wt = at(st[2]), ok = at(st[3]);
+        Values loss(st.begin() + 4, st.begin() + 4 + levels), wsum(st.begin() + 4 + levels, st.end());
+        Value term = weighted ? unfused(w, r(w, w.mul(x, wt))) : x;
+        loss[0] = w.select(ok, r(w, w.sub(loss[0], term)), loss[0]);
+        if (weighted) wsum[0] = w.select(ok, r(w, w.add(wsum[0], wt)), wsum[0]);
+        Value flush = ok;
+        for (int j = 0; j + 1 < levels; ++j) {
+          int64_t mask = int64_t{15} << (4 * j);
+          Value bits = w.and_(st[0], w.constant_int(ElementType::kI64, mask));
+          flush = w.and_(flush, w.compare(Compare::kEQ, bits, w.constant_int(ElementType::kI64, 0)));
+          for (Values* v : {&loss, &wsum}) {
+            Value up = r(w, w.add((*v)[j + 1], (*v)[j]));
+            (*v)[j + 1] = w.select(flush, up, (*v)[j + 1]);
+            (*v)[j] = w.select(flush, w.constant(ElementType::kF32, 0), (*v)[j]);
+          }
+        }
+        Values next{w.add(st[0], w.constant_int(ElementType::kI64, 1)), st[1], st[2], st[3]};
+        next.insert(next.end(), loss.begin(), loss.end());
+        next.insert(next.end(), wsum.begin(), wsum.end());
+        return next;
+      });
+  Value loss = zero, wsum = zero;
+  for (int j = 0; j < levels; ++j) {
+    loss = r(b, b.add(loss, out[4 + j]));
+    wsum = r(b, b.add(wsum, out[4 + levels + j]));
+  }
+  return {loss, wsum};
+}
+
 // nll_loss_forward / nll_loss2d_forward(self, target, weight?, reduction,
 // ignore_index) → (output, total_weight).
 Values nll_loss_forward(Context& c, const Args& a) {
-  ElementType ct = accumulation_type(c.out(0).dtype);
+  ElementType h = c.out(0).dtype, ct = accumulation_type(h);
   Value x = c.b.convert(a[0].tensor, ct);
   Picked p = pick(c.b, x, a[1].tensor, a[2], a[4].i);
   Value x_t = reduce_sum(c.b, c.b.select(p.onehot, x, k(c.b, 0, x)), {p.class_dim});
@@ -209,6 +262,13 @@ Values nll_loss_forward(Context& c, const Args& a) {
   Value total = reduce_sum(c.b, p.weight, all_dims(p.weight.rank()));
   int64_t reduction = a[3].i;
   Value out = l;
+  if (reduction != kNone && is_half(h) && ct == ElementType::kF32) {
+    auto [loss, wsum] = nll_cascade(c.b, x_t, p, !a[2].none(), h);
+    out = loss;
+    total = a[2].none() ? round_like(c.b, total, h) : wsum;  // the count, as CPU converts it
+    if (reduction == kMean) out = round_like(c.b, c.b.div(out, total), h);
+    return {c.b.convert(out, h), c.b.convert(total, c.out(1).dtype)};
+  }
   if (reduction != kNone) out = reduce_sum(c.b, l, all_dims(l.rank()));
   if (reduction == kMean) out = c.b.div(out, total);
   if (reduction == kNone) total = c.b.constant(ct, 0);

@@ -30,13 +30,6 @@ Value mean_over(Builder& b, Value x, const std::vector<int64_t>& dims) {
   return b.broadcast_to(mean_keep(b, x, dims), x.shape());
 }
 
-// `v` unchanged, but opaque to the compiler's rewrites: a product stays
-// rounded (no fused multiply-add with the sum it feeds), a sqrt stays a sqrt
-// (1 / sqrt is not turned into the less exact rsqrt). The select keeps NaN.
-Value unfused(Builder& b, Value v) {
-  return b.select(b.compare(hlo::Compare::kEQ, v, v), v, k(b, NAN, v));
-}
-
 // Mean and 1 / sqrt(biased variance + eps) of x over dims (kept as size 1),
 // the reciprocal of a rounded sqrt as on CPU.
 struct Moments {
@@ -203,15 +196,25 @@ BatchNorm batch_norm(Context& c, Value input, const Arg& w, const Arg& bias, con
     };
     r.running_mean = update(rm, b.reshape(m.mean, {x.dim(1)}));
     r.running_var = update(rv, b.mul(var, k(b, n / (n - 1), var)));
-    // CPU keeps an f16 input's batch mean and invstd in f16 when the
-    // parameters share the dtype, and normalizes with those rounded values.
-    // (Its bf16 kernel rounds differently again; not matched yet.)
+    // When the parameters share a 16-bit input's dtype, CPU keeps its batch
+    // statistics in that dtype. For f16 the mean and invstd are rounded. The
+    // bf16 kernel (batch_norm_kernel.cpp) rounds the mean; the sum of squares
+    // about the unrounded mean, divided by n, each rounded; invstd from that,
+    // rounded; it then computes x * alpha + beta (bf16_affine below).
     bool mixed = false;
     for (const Arg* p : {&w, &bias, &rm, &rv})
       mixed |= !p->none() && p->tensor.dtype() != input.dtype();
     if (input.dtype() == ElementType::kF16 && !mixed) {
       m.mean = round_like(b, m.mean, input.dtype());
       m.rstd = round_like(b, m.rstd, input.dtype());
+    }
+    if (input.dtype() == ElementType::kBF16 && !mixed) {
+      ElementType h = input.dtype();
+      Value d = b.sub(x, b.broadcast_to(m.mean, x.shape()));
+      Value sum_sq = round_like(b, keepdim(b, reduce_sum(b, b.mul(d, d), dims), x.shape(), dims), h);
+      Value v = round_like(b, b.div(sum_sq, k(b, n, sum_sq)), h);
+      m.mean = round_like(b, m.mean, h);
+      m.rstd = round_like(b, b.div(k(b, 1, v), unfused(b, b.sqrt(b.add(v, k(b, eps, v))))), h);
     }
   } else {  // running stats, as (1, C, 1, ...)
     std::vector<int64_t> kept(x.rank(), 1);
@@ -225,6 +228,14 @@ BatchNorm batch_norm(Context& c, Value input, const Arg& w, const Arg& bias, con
   }
   r.mean = m.mean;
   r.invstd = m.rstd;
+  if (input.dtype() == ElementType::kBF16) {
+    // bf16_affine: x * alpha + beta in f32, with alpha = invstd * w and
+    // beta = bias - mean * alpha per channel.
+    Value alpha = b.mul(m.rstd, along(b, w, m.rstd, {1}, 1));
+    Value beta = b.sub(along(b, bias, m.mean, {1}, 0), b.mul(m.mean, alpha));
+    r.out = b.add(b.mul(x, b.broadcast_to(alpha, x.shape())), b.broadcast_to(beta, x.shape()));
+    return r;
+  }
   Value y = standardize(b, x, m);
   r.out = b.add(b.mul(y, along(b, w, y, {1}, 1)), along(b, bias, y, {1}, 0));
   return r;

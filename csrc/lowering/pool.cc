@@ -232,6 +232,77 @@ Value window_counts(Builder& b, const std::vector<Adaptive>& ws, ElementType t) 
   return counts;
 }
 
+// Positions read for window slot t of window o: start + t, repeated at the
+// window's last input where the window is shorter than the longest.
+std::vector<int64_t> window_reads(const Adaptive& w) {
+  std::vector<int64_t> reads;
+  for (size_t o = 0; o < w.start.size(); ++o)
+    for (int64_t t = 0; t < w.longest; ++t) reads.push_back(std::min(w.start[o] + t, w.end[o] - 1));
+  return reads;
+}
+
+// CPU's 3-d adaptive average for 16-bit floats (AdaptiveAveragePooling3d.cpp)
+// computes in the tensor's own type: each window summed in order (depth,
+// then height, then width), every partial sum rounded, then divided by kd,
+// kh and kw in turn, each quotient rounded. The windows are read once as
+// zero-padded blocks [lead..., out, longest, ...] (as adaptive max pooling
+// reads them); a loop then adds slot after slot.
+Value in_order_average(Builder& b, Value x, const std::vector<Adaptive>& ws, ElementType t) {
+  const ElementType f32 = ElementType::kF32, i64 = ElementType::kI64;
+  size_t n = ws.size(), lead = x.rank() - n;
+  Value blocks = b.convert(x, f32);
+  std::vector<int64_t> shape(x.shape().begin(), x.shape().begin() + static_cast<std::ptrdiff_t>(lead));
+  std::vector<int64_t> out = shape;
+  for (size_t i = n; i-- > 0;) {
+    const Adaptive& w = ws[i];
+    blocks = take(b, blocks, static_cast<int64_t>(lead + i), b.constant_i64_vector(window_reads(w)));
+    shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(lead),
+                 {static_cast<int64_t>(w.start.size()), w.longest});
+  }
+  blocks = b.reshape(blocks, shape);
+  int64_t slots = 1;
+  for (size_t i = 0; i < n; ++i) {  // slots past a window's end read zero
+    const Adaptive& w = ws[i];
+    int64_t outs = static_cast<int64_t>(w.start.size());
+    out.push_back(outs);
+    slots *= w.longest;
+    Value len = b.sub(b.constant_i64_vector(w.end), b.constant_i64_vector(w.start));
+    Value inside = b.compare(Compare::kLT, b.iota(TensorType{i64, {outs, w.longest}}, 1),
+                             b.broadcast_in_dim(len, {outs, w.longest}, {0}));
+    int64_t d = static_cast<int64_t>(lead + 2 * i);
+    inside = b.broadcast_in_dim(inside, shape, {d, d + 1});
+    blocks = b.select(inside, blocks, splat_like(b, 0, blocks));
+  }
+  Values done = b.while_loop(
+      {b.constant_int(i64, 0), b.zeros(TensorType{f32, out}), blocks},
+      [slots](Builder& w, const Values& st) {
+        return Values{w.compare(Compare::kLT, st[0], w.constant_int(ElementType::kI64, slots))};
+      },
+      [&ws, n, lead, t, out](Builder& w, const Values& st) {
+        Value blk = st[2];
+        Values starts(blk.rank(), w.constant_int(ElementType::kI64, 0));
+        std::vector<int64_t> sizes = blk.shape();
+        int64_t stride = 1;
+        for (size_t i = n; i-- > 0;) {  // width fastest
+          int64_t d = static_cast<int64_t>(lead + 2 * i + 1);
+          starts[d] = w.rem(w.div(st[0], w.constant_int(ElementType::kI64, stride)),
+                            w.constant_int(ElementType::kI64, ws[i].longest));
+          sizes[d] = 1;
+          stride *= ws[i].longest;
+        }
+        Value v = w.reshape(w.dynamic_slice(blk, starts, sizes), out);
+        return Values{w.add(st[0], w.constant_int(ElementType::kI64, 1)),
+                      round_like(w, w.add(st[1], v), t), blk};
+      });
+  Value y = done[1];
+  for (size_t i = 0; i < n; ++i) {
+    Value len = b.sub(b.constant_i64_vector(ws[i].end), b.constant_i64_vector(ws[i].start));
+    y = round_like(b, b.div(y, b.broadcast_in_dim(b.convert(len, f32), y.shape(),
+                                                  {static_cast<int64_t>(lead + i)})), t);
+  }
+  return y;
+}
+
 // Averages over adaptive windows from `x` (spatial extents `from`) to `to`;
 // `backward` spreads each output gradient back over its window instead.
 Value adaptive_average(Builder& b, Value x, const std::vector<int64_t>& in,
@@ -240,13 +311,21 @@ Value adaptive_average(Builder& b, Value x, const std::vector<int64_t>& in,
   ElementType t = accumulation_type(x.dtype());
   std::vector<Adaptive> ws;
   for (size_t i = 0; i < n; ++i) ws.push_back(adaptive(in[i], out[i]));
+  if (!backward && n == 3 && is_half(x.dtype())) return in_order_average(b, x, ws, x.dtype());
   Value y = b.convert(x, t);
   if (backward) y = divide_spatial(b, y, window_counts(b, ws, t));
   for (size_t i = 0; i < n; ++i) {
     Value m = window_matrix(b, ws[i], in[i], t);
     y = apply_along(b, y, static_cast<int64_t>(lead + i), backward ? b.transpose(m, {1, 0}) : m);
   }
-  return backward ? y : divide_spatial(b, y, window_counts(b, ws, t));
+  if (backward) return y;
+  // CPU divides each window's sum by its extents one at a time (sum / kd /
+  // kh / kw), each quotient rounded: not by their product.
+  for (size_t i = 0; i < n; ++i) {
+    Value len = b.sub(b.constant_i64_vector(ws[i].end), b.constant_i64_vector(ws[i].start));
+    y = b.div(y, b.broadcast_in_dim(b.convert(len, t), y.shape(), {static_cast<int64_t>(lead + i)}));
+  }
+  return y;
 }
 
 // _adaptive_avg_pool{2,3}d(self, output_size).
@@ -267,15 +346,6 @@ LoweringFn adaptive_avg_pool_backward(size_t n) {
                                tail(g.shape(), g.rank() - n), true);
     return Values{c.b.convert(y, c.out().dtype)};
   };
-}
-
-// Positions read for window slot t of window o: start + t, repeated at the
-// window's last input where the window is shorter than the longest.
-std::vector<int64_t> window_reads(const Adaptive& w) {
-  std::vector<int64_t> reads;
-  for (size_t o = 0; o < w.start.size(); ++o)
-    for (int64_t t = 0; t < w.longest; ++t) reads.push_back(std::min(w.start[o] + t, w.end[o] - 1));
-  return reads;
 }
 
 // adaptive_max_pool{2,3}d(self, output_size) -> (values, indices): every

@@ -9,6 +9,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -64,11 +66,14 @@ class LazyPrecision {
 
 struct Context {
   Builder& b;
-  std::vector<TensorType> outputs;  // the result types PyTorch computed
+  std::span<const TensorType> outputs;  // the result types PyTorch computed
   LazyPrecision precision;
   const std::string& op;            // "aten::add.Tensor", for messages
 
-  const TensorType& out(size_t i = 0) const { return outputs.at(i); }
+  const TensorType& out(size_t i = 0) const {
+    if (i >= outputs.size()) throw std::out_of_range("lowering asked for a result PyTorch does not return");
+    return outputs[i];
+  }
 };
 
 using LoweringFn = std::function<Values(Context&, const Args&)>;

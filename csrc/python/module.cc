@@ -71,6 +71,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_metrics", [] { return Engine::get().metrics().snapshot(); });
   m.def("_metrics_report", [] { return Engine::get().metrics().report(); });
   m.def("_reset_metrics", [] { Engine::get().metrics().reset(); });
+  m.def("_set_kernel_timing", [](bool on) { Engine::get().metrics().set_kernel_timing(on); });
   m.def("_cache_stats", [] {
     auto s = Engine::get().cache().stats();
     py::dict d;

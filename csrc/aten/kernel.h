@@ -1,0 +1,38 @@
+// The lowered-op kernel shared by the boxed and unboxed entry points
+// (dispatch.cc, unboxed.cc): how an operator is served and one call of it.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/SmallVector.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../lowering/registry.h"
+#include "meta.h"
+
+namespace torch_tpu::aten {
+
+// How one operator is served.
+struct Plan {
+  const lowering::LoweringFn* fn = nullptr;
+  std::string lowering;                 // the registry entry used
+  std::vector<size_t> inputs;           // argument indices passed to the lowering
+  std::vector<size_t> mutated;          // arguments written (alias sets with '!')
+  std::vector<size_t> generators;       // Generator? arguments
+  bool implicit_generator = false;      // draws from the default generator unasked
+  int unit_alpha = -1;                  // an `alpha` argument left out when it is 1
+};
+
+// One call's outcome: the output metadata and the fresh (non-aliasing)
+// result tensors in order. Written arguments have been updated in place.
+struct Ran {
+  std::shared_ptr<const OpMeta> meta;
+  c10::SmallVector<at::Tensor, 2> results;
+};
+
+// Checks, records (Fused Eager) or runs (Strict/Debug) `op` on `args`.
+Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c10::IValue> args);
+
+}  // namespace torch_tpu::aten
