@@ -9,6 +9,11 @@ subprocess runs the same on that folder (warm: programs load from disk). Each
 child reports its first-step time (step 1 then synchronize), its second-step
 time (in-memory cache) and its cache statistics. Median over --repeats fresh
 folders; ratio warm/cold. Writes results/cold_warm.json and cold_warm.md.
+
+With the CPU plugin, the client starts a background warm-up of the runtime's
+matmul kernels (oneDNN's once-per-process JIT, ~40 ms) when the model moves
+to tpu, in the untimed setup; before, the first step paid it. Run with
+TORCH_TPU_WARMUP=0 to see the step without it (benchmarks/README.md).
 """
 import common  # noqa: F401  (first: sets the cache environment before torch)
 

@@ -7,6 +7,8 @@ py="${PYTHON:-$root/.venv/bin/python}"
 [ -x "$py" ] || py=/work/main/.venv/bin/python
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-/work}"
 export TORCH_TPU_BUILD_JOBS="${TORCH_TPU_BUILD_JOBS:-2}"
+# The build imports torch, which would autoload this (possibly stale) extension.
+export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 cd "$root"
 log=$(mktemp)
 if ! "$py" setup.py -q build_ext --inplace >"$log" 2>&1; then

@@ -3,6 +3,7 @@
 `import torch_tpu` (or plain `import torch`, through the `torch.backends`
 entry point) registers the `tpu` device; then `tensor.to("tpu")` works.
 """
+import atexit
 import os
 
 
@@ -20,6 +21,9 @@ torch.utils.rename_privateuse1_backend("tpu")
 from . import _C  # noqa: E402  (registers kernels; needs the rename first)
 
 _C._configure(_plugin.plugin_path(), _plugin.device_count_option(), _plugin.cache_dir())
+# The runtime's warm-up thread (started with the client) must finish before
+# the plugin's static objects are destroyed at exit.
+atexit.register(_C._join_warmup)
 
 from . import device as _device  # noqa: E402
 from .modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: E402

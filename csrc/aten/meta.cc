@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "../engine/engine.h"
 #include "tensor_io.h"
 
 namespace torch_tpu::aten {
@@ -30,6 +31,19 @@ void put_tensor(std::string& key, const at::Tensor& t) {
   put_i64(key, t.dim());
   put(key, t.sizes().data(), t.dim() * sizeof(int64_t));
   put(key, t.strides().data(), t.dim() * sizeof(int64_t));
+}
+
+// Scalar, Scalar? and Scalar[]: a value never changes a shape, so with
+// tensor inputs only its kind enters the key. Scalar[] are the per-step
+// values of foreach optimizers (AdamW's step sizes): keyed by value, each
+// step missed the cache and ran the Python meta of every _foreach op again.
+bool is_number(const c10::TypePtr& t) {
+  switch (t->kind()) {
+    case c10::TypeKind::NumberType: return true;
+    case c10::TypeKind::OptionalType: return is_number(t->castRaw<c10::OptionalType>()->getElementType());
+    case c10::TypeKind::ListType: return is_number(t->castRaw<c10::ListType>()->getElementType());
+    default: return false;
+  }
 }
 
 // Scalars (NumberType) count by kind only: their values never change shapes.
@@ -157,15 +171,14 @@ std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, c10::Arr
   for (size_t i = 0; i < args.size(); ++i)
     if (!schema.arguments()[i].is_out() && (args[i].isTensor() || args[i].isTensorList()))
       has_input_tensor = true;
-  for (size_t i = 0; i < args.size(); ++i) {
-    bool number = schema.arguments()[i].type()->kind() == c10::TypeKind::NumberType;
-    put_value(key, args[i], number && has_input_tensor);
-  }
+  for (size_t i = 0; i < args.size(); ++i)
+    put_value(key, args[i], has_input_tensor && is_number(schema.arguments()[i].type()));
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
+  if (engine::Engine::initialized()) engine::Engine::get().metrics().count("meta_cache_misses");
   std::string owned = key;  // the buffer is this thread's: keep a copy across the call
   auto m = std::make_shared<const OpMeta>(run_meta(op, args, mutated_args));  // raises
   std::lock_guard<std::mutex> lock(mu);

@@ -126,16 +126,13 @@ pjrt::ExecutablePtr Cache::get(const std::string& program) {
 
 pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& program) {
   if (pjrt::ExecutablePtr hit = lookup(key)) return hit;
-  std::string path;
-  if (!directory_.empty()) {
-    char name[32];
-    std::snprintf(name, sizeof(name), "%016llx.xc",
-                  static_cast<unsigned long long>(hash(identity_ + program)));
-    path = directory_ + "/" + name;
-  }
+  std::string path = path_of(program);
+  auto load_start = std::chrono::steady_clock::now();
   pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program);
   if (exe) {
     metrics_.count("cache_disk_hits");
+    metrics_.time("disk_load", std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() - load_start).count());
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.disk_hits;
   } else {
@@ -155,6 +152,22 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
   }
   std::lock_guard<std::mutex> lock(mu_);
   insert(key, exe);
+  return exe;
+}
+
+std::string Cache::path_of(const std::string& program) const {
+  if (directory_.empty()) return {};
+  char name[32];
+  std::snprintf(name, sizeof(name), "%016llx.xc",
+                static_cast<unsigned long long>(hash(identity_ + program)));
+  return directory_ + "/" + name;
+}
+
+pjrt::ExecutablePtr Cache::get_uncounted(const std::string& program) {
+  std::string path = path_of(program);
+  if (pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program)) return exe;
+  pjrt::ExecutablePtr exe = client_.compile(program);
+  if (!path.empty()) store(path, program, *exe, /*counted=*/false);
   return exe;
 }
 
@@ -185,7 +198,7 @@ pjrt::ExecutablePtr Cache::load(const std::string& path, const std::string& prog
 }
 
 void Cache::store(const std::string& path, const std::string& program,
-                  const pjrt::Executable& exe) {
+                  const pjrt::Executable& exe, bool counted) {
   std::string bytes;
   try {
     bytes = exe.serialize();
@@ -216,6 +229,7 @@ void Cache::store(const std::string& path, const std::string& program,
     std::remove(tmp.c_str());
     return;
   }
+  if (!counted) return;
   std::lock_guard<std::mutex> lock(mu_);
   stats_.disk_bytes += static_cast<int64_t>(data.size());
 }

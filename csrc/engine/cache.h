@@ -52,6 +52,9 @@ class Cache {
   pjrt::ExecutablePtr get(const hlo::Fingerprint& key, const std::string& program);
   // The same, keyed by the text alone (for programs not built here).
   pjrt::ExecutablePtr get(const std::string& program);
+  // From disk or compiled (then stored on disk), leaving the memory tier and
+  // the statistics alone: for the engine's own warm-up program.
+  pjrt::ExecutablePtr get_uncounted(const std::string& program);
   CacheStats stats() const;
   void clear(bool disk);
   // At most `capacity` (at least 1) executables in memory; evicts down now.
@@ -62,9 +65,10 @@ class Cache {
   static uint64_t hash(const std::string& text);  // FNV-1a 64
 
  private:
+  std::string path_of(const std::string& program) const;  // empty: no disk tier
   pjrt::ExecutablePtr load(const std::string& path, const std::string& program);
   void store(const std::string& path, const std::string& program,
-             const pjrt::Executable& exe);
+             const pjrt::Executable& exe, bool counted = true);
   // Both with mu_ held.
   void insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe);
   void evict_to(size_t size);

@@ -117,6 +117,7 @@ Engine::Engine() {
     client_ = std::make_unique<pjrt::Client>(plugin);  // plugin without that option
   }
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
+  if (Warmup::wanted(c.plugin_path)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
   reset_recording();
 }
 
@@ -145,6 +146,7 @@ void Engine::begin(int device) {
   if (device < 0 || device >= device_count())
     throw pjrt::Error("tpu:" + std::to_string(device) + " does not exist: " +
                       std::to_string(device_count()) + " device(s) are available");
+  if (boundary_pending_) flush("loop_boundary");
   if (ops_ > 0 && device != device_) flush("device_change");
   device_ = device;
 }
@@ -217,8 +219,12 @@ void Engine::end(const char* op, const std::string* site) {
       size_t i = current_ops_.size();
       current_ops_.push_back(h);
       matching_last_ = matching_last_ && i < last_program_ops_.size() && last_program_ops_[i] == h;
-      if (matching_last_ && current_ops_.size() == last_program_ops_.size())
-        flush("loop_boundary");
+      if (matching_last_ && current_ops_.size() == last_program_ops_.size()) {
+        if (last_ended_by_request_)
+          boundary_pending_ = true;  // flushed by that request or the next op
+        else
+          flush("loop_boundary");
+      }
       else if (builder_->num_ops() > kMaxProgramOps)
         flush("size_cap");
       break;
@@ -232,6 +238,15 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   auto guard = lock();
   Program p;
   p.device = device_;
+  // A deferred loop boundary keeps its mode whatever flushes it, so every
+  // later iteration ends at the same point.
+  if (ops_ > 0 && !boundary_pending_) {
+    static constexpr const char* kRequested[] = {"optimizer_step", "host_read", "synchronize",
+                                                 "explicit"};
+    last_ended_by_request_ = false;
+    for (const char* c : kRequested) last_ended_by_request_ |= std::strcmp(cause, c) == 0;
+  }
+  boundary_pending_ = false;
   // Outputs: the pending values still alive. Dead intermediates stay internal.
   for (auto& w : produced_)
     if (ValuePtr v = w.lock()) p.outputs.push_back(std::move(v));
@@ -328,6 +343,9 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
   std::vector<PJRT_Buffer*> args;
   args.reserve(inputs.size());
   for (const auto& b : inputs) args.push_back(b->get());
+  // Programs finish mostly in launch order: release the inputs of finished
+  // ones at the front (one readiness query each) before this launch allocates.
+  while (!in_flight_.empty() && in_flight_.front().done->is_ready()) in_flight_.pop_front();
   auto start = std::chrono::steady_clock::now();
   pjrt::ExecuteResult result = exe.execute(args, client_->device(device));
   metrics_.count(Hot::kExecutions);
@@ -340,24 +358,19 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
     v->buffer_ = std::move(buffer);
     values.push_back(std::move(v));
   }
-  launched(std::move(result.done));
+  launched(std::move(result.done), inputs);
   metrics_.time_launch(seconds_since(start));
   return values;
 }
 
-void Engine::launched(std::shared_ptr<pjrt::Event> done) {
+void Engine::launched(std::shared_ptr<pjrt::Event> done,
+                      const std::vector<pjrt::BufferPtr>& inputs) {
   if (!done) return;
   if (mode_ == Mode::kDeferNeverAndLaunchBlocking) {
     done->await();
     return;
   }
-  if (in_flight_.size() > 256) {
-    std::vector<std::shared_ptr<pjrt::Event>> pending;
-    for (auto& e : in_flight_)
-      if (!e->is_ready()) pending.push_back(e);
-    in_flight_.swap(pending);
-  }
-  in_flight_.push_back(std::move(done));
+  in_flight_.push_back(InFlight{std::move(done), inputs});
 }
 
 pjrt::BufferPtr Engine::buffer(const ValuePtr& v, const char* cause) {
@@ -386,13 +399,13 @@ void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
 }
 
 void Engine::synchronize() {
-  std::vector<std::shared_ptr<pjrt::Event>> events;
+  std::deque<InFlight> launches;
   {
     auto guard = lock();
     flush("synchronize");
-    events.swap(in_flight_);
+    launches.swap(in_flight_);
   }
-  for (auto& e : events) e->await();
+  for (auto& l : launches) l.done->await();
 }
 
 }  // namespace torch_tpu::engine

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "cache.h"
 #include "metrics.h"
 #include "value.h"
+#include "warmup.h"
 
 namespace torch_tpu::engine {
 
@@ -58,6 +60,10 @@ class Engine {
   static bool initialized();
 
   pjrt::Client& client() { return *client_; }
+  // Waits for the background warm-up (see warmup.h), if one is running.
+  void join_warmup() {
+    if (warmup_) warmup_->join();
+  }
   int device_count() const { return client_->device_count(); }
 
   // Recording (callers hold lock()).
@@ -112,6 +118,7 @@ class Engine {
   std::recursive_mutex mu_;
   std::unique_ptr<pjrt::Client> client_;
   std::unique_ptr<Cache> cache_;
+  std::unique_ptr<Warmup> warmup_;  // uses client_ and cache_: declared after them
   Metrics metrics_;
   Mode mode_ = Mode::kDeferNever;
 
@@ -132,6 +139,12 @@ class Engine {
   // length, so every iteration of a loop becomes the same (cached) program.
   std::vector<uint64_t> last_program_ops_, current_ops_;
   bool matching_last_ = false;
+  // Whether the last program ended at a flush the host asked for (optimizer
+  // step, host read, synchronize): a repeat of it then waits for that flush
+  // (or the next op) instead of flushing inside the step, where more
+  // temporaries are still alive and the outputs would differ.
+  bool last_ended_by_request_ = false;
+  bool boundary_pending_ = false;
 
   // The recording's ops and where they came from, for messages.
   std::vector<OpSite> op_sites_;
@@ -143,11 +156,18 @@ class Engine {
   // Warns when one call site keeps compiling new programs, naming the change.
   void note_compile(const std::string& site, const std::string& signature);
 
-  // The last launched program's completion, for synchronize().
-  std::vector<std::shared_ptr<pjrt::Event>> in_flight_;
+  // Launched programs not known to be done, with their input buffers: a
+  // buffer whose last reference drops while a program reads it makes
+  // PJRT_Buffer_Destroy wait for that program, so the inputs are released
+  // once it has finished (or at synchronize()).
+  struct InFlight {
+    std::shared_ptr<pjrt::Event> done;
+    std::vector<pjrt::BufferPtr> inputs;
+  };
+  std::deque<InFlight> in_flight_;
 
   // Waits (Debug Eager) or tracks the completion event of a launch.
-  void launched(std::shared_ptr<pjrt::Event> done);
+  void launched(std::shared_ptr<pjrt::Event> done, const std::vector<pjrt::BufferPtr>& inputs);
 };
 
 // "(in a deferred program of N ops ...)" with each op's site, for errors.

@@ -41,6 +41,11 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_init", [] { Engine::get(); });
   m.def("_is_initialized", &Engine::initialized);
+  m.def("_join_warmup", [] {
+    if (!Engine::initialized()) return;
+    py::gil_scoped_release no_gil;
+    Engine::get().join_warmup();
+  });
   m.def("_device_count", [] { return torch_tpu::aten::device_count(); });
   m.def("_current_device", &torch_tpu::aten::current_device);
   m.def("_set_device", &torch_tpu::aten::set_current_device);

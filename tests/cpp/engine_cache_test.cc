@@ -160,6 +160,26 @@ TEST(EngineCache, UnusableDirectoryDisablesDiskTier) {
   EXPECT_NO_THROW(cache.get(program(10)));
 }
 
+TEST(EngineCache, UncountedGetUsesDiskButNotStatsOrMemory) {
+  TPU_REQUIRE_CLIENT(c);
+  TempDir dir;
+  Metrics metrics;
+  {
+    Cache cache(*c, metrics, dir.path.string());
+    auto exe = cache.get_uncounted(program(7));
+    EXPECT_EQ(execute(*c, *exe), (std::vector<float>{8, 9}));
+    CacheStats s = cache.stats();
+    EXPECT_EQ(s.misses + s.hits + s.disk_hits + s.entries + s.disk_bytes, 0);
+    EXPECT_EQ(dir.files().size(), 1u);  // stored for the next process
+  }
+  EXPECT_TRUE(metrics.snapshot().empty());
+  Cache next(*c, metrics, dir.path.string());
+  EXPECT_EQ(execute(*c, *next.get_uncounted(program(7))), (std::vector<float>{8, 9}));
+  next.get(program(7));  // a counted lookup of the same program reads that file
+  EXPECT_EQ(next.stats().disk_hits, 1);
+  EXPECT_EQ(next.stats().misses, 0);
+}
+
 TEST(EngineCache, HashIsStableAndSpreads) {
   EXPECT_EQ(Cache::hash(program(1)), Cache::hash(program(1)));
   EXPECT_NE(Cache::hash(program(1)), Cache::hash(program(2)));

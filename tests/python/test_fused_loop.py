@@ -1,0 +1,97 @@
+"""Fused Eager training loops: every iteration after the optimizer's first
+step is one cached program, results match CPU, and inputs released while a
+program runs stay valid."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_tpu
+
+from conftest import assert_same
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+
+
+def _train(device, steps, misses=None):
+    model = _mlp().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-2)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(64, 16, generator=g).to(device), torch.randint(0, 4, (64,), generator=g).to(device)
+    for _ in range(steps):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if misses is not None:
+            torch.tpu.synchronize()
+            misses.append(torch_tpu.cache_stats()["misses"])
+    return loss, list(model.parameters())
+
+
+def test_adamw_loop_compiles_two_programs_and_matches_cpu():
+    torch_tpu.clear_cache()
+    misses = []
+    with torch.tpu.precision("highest"), torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        loss, params = _train("tpu", 6, misses)
+    # Step 1 creates the optimizer state; from step 2 on every step is the
+    # same program. The loop boundary found inside the third step waits for
+    # the optimizer's flush, so it does not end a program with other outputs.
+    assert misses[1] == misses[0] + 1 and misses[-1] == misses[1], misses
+    cpu_loss, cpu_params = _train("cpu", 6)
+    assert_same(loss.detach(), cpu_loss.detach(), atol=1e-5, rtol=1e-5)
+    for p, q in zip(params, cpu_params):
+        assert_same(p.detach(), q.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_repeated_loop_without_request_still_flushes_at_next_op():
+    # First iteration ends at a host read; later ones have none: the repeat
+    # is flushed when the next op starts, so programs stay one iteration long.
+    torch_tpu.reset_metrics()
+    x_cpu = torch.arange(8.0)
+    with torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        x = x_cpu.to("tpu")
+        x = x * 0.5 + 1
+        x.sum().item()
+        for _ in range(5):
+            x = x * 0.5 + 1
+            x.sum()
+        result = x.cpu()
+    for _ in range(6):
+        x_cpu = x_cpu * 0.5 + 1
+    torch.testing.assert_close(result, x_cpu)
+    metrics = torch_tpu.metrics()
+    assert metrics.get("flush_loop_boundary", 0) >= 4, metrics
+    assert metrics["ops_recorded"] <= 20, metrics
+
+
+def test_inputs_released_while_program_runs_stay_valid():
+    a_cpu, b_cpu = torch.randn(256, 256), torch.randn(256, 256)
+    with torch.tpu.precision("highest"), torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        a, b = a_cpu.to("tpu"), b_cpu.to("tpu")
+        c = (a @ b).relu()
+        torch_tpu._C._flush("explicit")  # launched, not waited for
+        del a, b  # the program may still be reading them
+        d = c * 2
+    torch.testing.assert_close(d.cpu(), (a_cpu @ b_cpu).relu() * 2, atol=1e-4, rtol=1e-4)
+
+
+def test_scalar_list_values_reuse_meta_inference():
+    # AdamW passes new step sizes (a Scalar[]) every step: their values never
+    # change shapes, so the cached meta inference must serve every step.
+    params = [torch.randn(5, 3), torch.randn(7)]
+    nums = [torch.randn(5, 3), torch.randn(7)]
+    dens = [torch.rand(5, 3) + 0.5, torch.rand(7) + 0.5]
+    tpu = [[t.to("tpu") for t in ts] for ts in (params, nums, dens)]
+    torch._foreach_addcdiv_(*tpu, [0.5, -1.0])  # first call: the meta runs
+    torch._foreach_addcdiv_(params, nums, dens, [0.5, -1.0])
+    torch_tpu.reset_metrics()
+    for step in range(1, 4):
+        values = [0.1 * step, -0.3 / step]
+        torch._foreach_addcdiv_(*tpu, values)
+        torch._foreach_addcdiv_(params, nums, dens, values)
+    assert torch_tpu.metrics().get("meta_cache_misses", 0) == 0, torch_tpu.metrics()
+    for a, e in zip(tpu[0], params):
+        assert_same(a, e)
