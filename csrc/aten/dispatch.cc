@@ -40,10 +40,10 @@ struct Plan {
   std::vector<size_t> mutated;          // arguments written (alias sets with '!')
   std::vector<size_t> generators;       // Generator? arguments
   bool implicit_generator = false;      // draws from the default generator unasked
-  int unit_alpha = -1;                  // an `alpha` argument left out when it is 1
+  std::vector<int> unit_scales;         // `alpha`/`beta` arguments left out when 1
 };
 
-// An alpha of exactly 1 (True for bools): x + 1*y is x + y in every dtype.
+// A scale of exactly 1 (True for bools): x + 1*y is x + y in every dtype.
 bool is_unit(const c10::IValue& v) {
   return (v.isInt() && v.toInt() == 1) || (v.isDouble() && v.toDouble() == 1.0) ||
          (v.isBool() && v.toBool());
@@ -314,7 +314,8 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     Args largs;
     largs.reserve(plan->inputs.size());
     for (size_t i : plan->inputs) {
-      if (static_cast<int>(i) == plan->unit_alpha && is_unit(args[i]))
+      if (is_unit(args[i]) && std::find(plan->unit_scales.begin(), plan->unit_scales.end(),
+                                        static_cast<int>(i)) != plan->unit_scales.end())
         largs.emplace_back();
       else
         largs.push_back(convert(e, schema.arguments()[i], args[i], state));
@@ -438,8 +439,9 @@ void register_lowered_ops(torch::Library& m) {
       }
       if (writes(schema.arguments()[i]) || writes_undeclared(schema, i)) p.mutated.push_back(i);
       if (is_generator(schema.arguments()[i])) p.generators.push_back(i);
-      if (schema.arguments()[i].name() == "alpha" && registry.omits_unit_alpha(lowering_name))
-        p.unit_alpha = static_cast<int>(i);
+      const std::string& arg = schema.arguments()[i].name();
+      if ((arg == "alpha" || arg == "beta") && registry.omits_unit_scales(lowering_name))
+        p.unit_scales.push_back(static_cast<int>(i));
       p.inputs.push_back(i);
     }
     p.implicit_generator = implicit_generator(schema);
