@@ -7,6 +7,7 @@ memory). Reports steps/s (median over timed windows), the first call's time
 
     python benchmarks/compile_gpt.py            # full
     python benchmarks/compile_gpt.py --smoke    # tiny, for tests
+    python benchmarks/compile_gpt.py --configs cpu_eager,tpu_compiled --out /tmp/x
 """
 import argparse
 import json
@@ -94,6 +95,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--config", help=argparse.SUPPRESS)
+    p.add_argument("--configs", default=",".join(CONFIGS),
+                   help="comma-separated subset of " + ", ".join(CONFIGS))
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "compile_gpt"))
     args = p.parse_args()
     size = dict(vocab=64, dim=32, layers=1, heads=2, seq=16, batch=2, warmup=1, windows=1, steps=2) \
@@ -106,7 +109,7 @@ def main():
         return
     env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
     results = {}
-    for name in CONFIGS:
+    for name in args.configs.split(","):
         cmd = [sys.executable, __file__, "--config", name] + (["--smoke"] if args.smoke else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:

@@ -35,7 +35,7 @@ using lowering::Args;
 
 bool g_log_ops = false;
 
-// An alpha of exactly 1 (True for bools): x + 1*y is x + y in every dtype.
+// A scale of exactly 1 (True for bools): x + 1*y is x + y in every dtype.
 bool is_unit(const c10::IValue& v) {
   return (v.isInt() && v.toInt() == 1) || (v.isDouble() && v.toDouble() == 1.0) ||
          (v.isBool() && v.toBool());
@@ -333,7 +333,8 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
     Args largs;
     largs.reserve(plan.inputs.size());
     for (size_t i : plan.inputs) {
-      if (static_cast<int>(i) == plan.unit_alpha && is_unit(args[i]))
+      if (is_unit(args[i]) && std::find(plan.unit_scales.begin(), plan.unit_scales.end(),
+                                        static_cast<int>(i)) != plan.unit_scales.end())
         largs.emplace_back();
       else
         largs.push_back(convert(e, schema.arguments()[i], args[i], state));
@@ -472,8 +473,9 @@ void register_lowered_ops(torch::Library& m) {
       }
       if (writes(schema.arguments()[i]) || writes_undeclared(schema, i)) p.mutated.push_back(i);
       if (is_generator(schema.arguments()[i])) p.generators.push_back(i);
-      if (schema.arguments()[i].name() == "alpha" && registry.omits_unit_alpha(lowering_name))
-        p.unit_alpha = static_cast<int>(i);
+      const std::string& arg = schema.arguments()[i].name();
+      if ((arg == "alpha" || arg == "beta") && registry.omits_unit_scales(lowering_name))
+        p.unit_scales.push_back(static_cast<int>(i));
       p.inputs.push_back(i);
     }
     p.implicit_generator = implicit_generator(schema);

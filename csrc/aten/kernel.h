@@ -22,7 +22,7 @@ struct Plan {
   std::vector<size_t> mutated;          // arguments written (alias sets with '!')
   std::vector<size_t> generators;       // Generator? arguments
   bool implicit_generator = false;      // draws from the default generator unasked
-  int unit_alpha = -1;                  // an `alpha` argument left out when it is 1
+  std::vector<int> unit_scales;         // `alpha`/`beta` arguments left out when 1
 };
 
 // One call's outcome: the output metadata and the fresh (non-aliasing)

@@ -162,6 +162,7 @@ Builder::Builder() : running_(kEmptyDigest) {
 void Builder::clear() {
   types_.clear();
   reshapes_.clear();
+  transposes_.clear();
   operands_.clear();
   blocks_.resize(1);
   blocks_[0].args.clear();
@@ -497,8 +498,32 @@ Value Builder::transpose(Value x, const std::vector<int64_t>& perm) {
     identity &= perm[i] == static_cast<int64_t>(i);
   }
   if (identity) return x;
-  return emit1("stablehlo.transpose", {x}, TensorType{x.dtype(), shape},
-               "{permutation = " + i64_array(perm) + "}");
+  Value source;
+  std::vector<int64_t> inner;
+  if (transposed(x, &source, &inner)) {  // transpose(transpose(v)) = one transpose of v
+    std::vector<int64_t> both(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) both[i] = inner[perm[i]];
+    return transpose(source, both);
+  }
+  Value r = emit1("stablehlo.transpose", {x}, TensorType{x.dtype(), shape},
+                  "{permutation = " + i64_array(perm) + "}");
+  if (insertion_.size() == 1) {
+    reshapes_[r.id()].transpose = static_cast<int>(transposes_.size());
+    transposes_.emplace_back(x.id(), perm);
+  }
+  return r;
+}
+
+bool Builder::transposed(Value v, Value* source, std::vector<int64_t>* perm) const {
+  // Only in the function body: a region must not reach a value it was not given.
+  if (insertion_.size() != 1 || !v.valid() || v.id() >= static_cast<int>(reshapes_.size()))
+    return false;
+  int t = reshapes_[v.id()].transpose;
+  if (t < 0) return false;
+  const auto& [id, p] = transposes_[t];
+  *source = Value(id, types_[id]);
+  *perm = p;
+  return true;
 }
 
 Value Builder::slice(Value x, const std::vector<int64_t>& start,

@@ -164,6 +164,9 @@ class Builder {
   // Numpy-style: aligns trailing dims of x with `shape`.
   Value broadcast_to(Value x, const std::vector<int64_t>& shape);
   Value transpose(Value x, const std::vector<int64_t>& permutation);
+  // When `v` is a transpose made in the function body: its operand and
+  // permutation (so a contraction can take the operand as it is laid out).
+  bool transposed(Value v, Value* source, std::vector<int64_t>* permutation) const;
   Value slice(Value x, const std::vector<int64_t>& start,
               const std::vector<int64_t>& limit,
               const std::vector<int64_t>& strides = {});
@@ -271,8 +274,10 @@ class Builder {
   // reshape() fold chains (a read after a write) and reuse repeats.
   struct Reshapes {
     int source = -1, latest = -1;
+    int transpose = -1;  // index into transposes_ when the value is a transpose
   };
   std::vector<Reshapes> reshapes_;
+  std::vector<std::pair<int, std::vector<int64_t>>> transposes_;  // (operand id, permutation)
   std::vector<int> operands_;             // the operand ids of all ops
   std::vector<Block> blocks_;             // blocks_[0] is the function body
   std::vector<int> insertion_;            // stack of block indices being built

@@ -336,7 +336,7 @@ void register_elementwise(Registry& r) {
   for (const char* op : {"aten::div.Tensor_mode", "aten::div.Scalar_mode"}) r.add(op, div);
   for (const char* op : {"aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor",
                          "aten::sub.Scalar", "aten::rsub.Tensor", "aten::rsub.Scalar"})
-    r.omit_unit_alpha(op);  // scaled() and add's bool form treat a missing alpha as 1
+    r.omit_unit_scales(op);  // scaled() and add's bool form treat a missing alpha as 1
   for (const char* op : {"aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar",
                          "aten::pow.Scalar"})
     r.add(op, pow_);

@@ -183,6 +183,11 @@ void register_linalg(Registry& r) {
   r.add("aten::mm.dtype", out_dtype_rule(matrix()));
   r.add("aten::bmm.dtype", out_dtype_rule(batched()));
   r.add("aten::_int_mm", int_mm);
+  // affine(), addr() and addbmm_half() read a missing beta or alpha as 1: a
+  // linear layer's addmm then adds its bias with no scale, compare or select.
+  for (const char* op : {"aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::addr",
+                         "aten::_addmm_activation"})
+    r.omit_unit_scales(op);
   register_linalg_decompositions(r);
   register_linalg_factorizations(r);
 }

@@ -309,7 +309,7 @@ void register_foreach(Registry& r) {
     const LoweringFn* fn = r.find("aten::" + target);
     if (!fn) return;
     r.add("aten::_foreach_" + op, foreach(*fn, scalar_list));
-    if (r.omits_unit_alpha("aten::" + target)) r.omit_unit_alpha("aten::_foreach_" + op);
+    if (r.omits_unit_scales("aten::" + target)) r.omit_unit_scales("aten::_foreach_" + op);
   };
   // Binary arithmetic: List, Scalar, ScalarList and (0-d) Tensor overloads.
   for (const char* op : {"add", "sub", "mul", "div"}) {

@@ -307,8 +307,9 @@ LoweringFn norm_fn(size_t ord, size_t dim) {
 
 // ---- softmax -----------------------------------------------------------------
 
-// _softmax / _log_softmax (self, dim, half_to_float), in f32 for 16-bit floats.
-LoweringFn softmax_fn(bool log) {
+// _softmax / _log_softmax (self, dim, half_to_float), in f32 for 16-bit
+// floats; _safe_softmax (self, dim, dtype) when `safe`.
+LoweringFn softmax_fn(bool log, bool safe = false) {
   return [=](Context& c, const Args& a) {
     Builder& b = c.b;
     Value x = at_least_1d(b, b.convert(a[0].tensor, accumulation_type(c.out().dtype)));
@@ -316,11 +317,23 @@ LoweringFn softmax_fn(bool log) {
     // A plain max reduce (XLA's maximum propagates NaN, and a NaN anywhere in
     // a row makes the whole row NaN anyway) vectorizes; the select-based
     // NaN-checking body of reduce_extreme ran as a scalar loop on XLA:CPU.
-    Value z = b.sub(x, broadcast_back(b, reduce_max(b, x, {d}), x.shape(), {d}));
+    Value m = reduce_max(b, x, {d});
+    // _safe_softmax: a row of only -inf (a fully masked attention row) gives
+    // 0s, not NaNs. Shifting such a row by 0 instead of its max -inf makes its
+    // sum exactly 0, which no other row has (its max term is 1; a NaN, which
+    // the max may skip on XLA:CPU, makes it NaN): no second pass over x.
+    if (safe) m = b.select(b.compare(hlo::Compare::kEQ, m, splat_like(b, lowest(m.dtype()), m)),
+                           splat_like(b, 0, m), m);
+    Value z = b.sub(x, broadcast_back(b, m, x.shape(), {d}));
     Value s = reduce_sum(b, b.exp(z), {d});
     if (log) return Values{to_output(c, b.sub(z, broadcast_back(b, b.log(s), x.shape(), {d})))};
     Value inv = broadcast_back(b, b.div(splat_like(b, 1, s), s), x.shape(), {d});
-    return Values{to_output(c, b.mul(b.exp(z), inv))};
+    Value y = b.mul(b.exp(z), inv);
+    if (safe) {
+      Value masked = b.compare(hlo::Compare::kEQ, s, splat_like(b, 0, s));
+      y = b.select(broadcast_back(b, masked, x.shape(), {d}), splat_like(b, 0, y), y);
+    }
+    return Values{to_output(c, y)};
   };
 }
 
@@ -384,6 +397,7 @@ void register_reduction(Registry& r) {
 
   r.add("aten::_softmax", softmax_fn(false));
   r.add("aten::_log_softmax", softmax_fn(true));
+  r.add("aten::_safe_softmax", softmax_fn(false, true));  // SDPA's math path
   r.add("aten::_softmax_backward_data", softmax_backward_fn(false));
   r.add("aten::_log_softmax_backward_data", softmax_backward_fn(true));
 

@@ -100,14 +100,15 @@ class Registry {
   void add(const std::string& op, LoweringFn fn);
   const LoweringFn* find(const std::string& op) const;
   std::vector<std::string> ops() const;
-  // `op`'s lowering reads a missing `alpha` as 1, so the aten layer leaves an
-  // alpha of 1 out (no scalar input, no multiply) as CPU kernels skip it.
-  void omit_unit_alpha(const std::string& op) { unit_alpha_.insert(op); }
-  bool omits_unit_alpha(const std::string& op) const { return unit_alpha_.count(op) != 0; }
+  // `op`'s lowering reads a missing `alpha` (and `beta`) as 1, so the aten
+  // layer leaves a scale of 1 out (no scalar input, no multiply) as CPU
+  // kernels skip it.
+  void omit_unit_scales(const std::string& op) { unit_scales_.insert(op); }
+  bool omits_unit_scales(const std::string& op) const { return unit_scales_.count(op) != 0; }
 
  private:
   std::map<std::string, LoweringFn> fns_;
-  std::set<std::string> unit_alpha_;
+  std::set<std::string> unit_scales_;
 };
 
 // One registration function per op family (a file each).

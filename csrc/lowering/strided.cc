@@ -70,12 +70,7 @@ Value strided_read(Builder& b, Value flat, const Strided& v) {
       Value one = b.reshape(b.slice(flat, {v.offset}, {v.offset + 1}), {});
       return b.broadcast_in_dim(one, v.sizes, {});
     }
-    // Cut the span [offset, offset + size0*stride0) into rows of each stride.
     int64_t s0 = v.strides[dims[0]], span = v.sizes[dims[0]] * s0;
-    int64_t end = std::min(n, v.offset + span);
-    Value seg = b.slice(flat, {v.offset}, {end});
-    if (end - v.offset < span)
-      seg = b.pad(seg, b.constant(flat.dtype(), 0), {0}, {span - (end - v.offset)});
     std::vector<int64_t> chunked{v.sizes[dims[0]]}, keep{v.sizes[dims[0]]};
     for (size_t i = 1; i < dims.size(); ++i) {
       chunked.push_back(v.strides[dims[i - 1]] / v.strides[dims[i]]);
@@ -83,8 +78,27 @@ Value strided_read(Builder& b, Value flat, const Strided& v) {
     }
     chunked.push_back(v.strides[dims.back()]);
     keep.push_back(1);
-    Value x = b.reshape(seg, chunked);
-    x = b.slice(x, std::vector<int64_t>(chunked.size(), 0), keep);
+    Value x;
+    if (n % s0 == 0) {  // the whole storage in rows of each stride: the offset is a corner
+      chunked[0] = n / s0;
+      std::vector<int64_t> start(chunked.size()), limit(chunked.size());
+      int64_t rest = v.offset, unit = n;
+      bool fits = true;
+      for (size_t i = 0; i < chunked.size(); ++i) {
+        unit /= chunked[i];
+        start[i] = rest / unit, rest %= unit, limit[i] = start[i] + keep[i];
+        fits &= limit[i] <= chunked[i];  // else the view wraps a row: cut a span below
+      }
+      if (fits) x = b.slice(b.reshape(flat, chunked), start, limit);
+      chunked[0] = v.sizes[dims[0]];
+    }
+    if (!x.valid()) {  // cut the span [offset, offset + size0*stride0) into rows
+      int64_t end = std::min(n, v.offset + span);
+      Value seg = b.slice(flat, {v.offset}, {end});
+      if (end - v.offset < span)
+        seg = b.pad(seg, b.constant(flat.dtype(), 0), {0}, {span - (end - v.offset)});
+      x = b.slice(b.reshape(seg, chunked), std::vector<int64_t>(chunked.size(), 0), keep);
+    }
     keep.pop_back();
     x = b.reshape(x, keep);
     // x's dims are `dims` in stride order; put them in index order, then

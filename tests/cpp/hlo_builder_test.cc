@@ -54,6 +54,25 @@ TEST(HloGolden, IdentityShapeOpsEmitNothing) {
   EXPECT_EQ(b.num_ops(), 0u);
 }
 
+TEST(HloGolden, TransposesRememberTheirSourceAndFold) {
+  Builder b;
+  Value x = b.parameter({F32, {2, 3, 4}});
+  Value t = b.transpose(x, {2, 0, 1});
+  Value source;
+  std::vector<int64_t> perm;
+  ASSERT_TRUE(b.transposed(t, &source, &perm));
+  EXPECT_EQ(source.id(), x.id());
+  EXPECT_EQ(perm, (std::vector<int64_t>{2, 0, 1}));
+  EXPECT_FALSE(b.transposed(x, &source, &perm));
+  EXPECT_EQ(b.transpose(t, {1, 2, 0}).id(), x.id());  // undoes it: nothing emitted
+  Value u = b.transpose(t, {0, 2, 1});                // one transpose of x
+  ASSERT_TRUE(b.transposed(u, &source, &perm));
+  EXPECT_EQ(source.id(), x.id());
+  EXPECT_EQ(perm, (std::vector<int64_t>{2, 1, 0}));
+  EXPECT_EQ(u.shape(), (std::vector<int64_t>{4, 3, 2}));
+  EXPECT_EQ(b.num_ops(), 2u);
+}
+
 TEST(HloGolden, ReshapeChainsFoldInTheFunctionBody) {
   Builder b;
   Value x = b.parameter({F32, {2, 3}});

@@ -56,6 +56,8 @@ const Case kReadCases[] = {
     {"expanded_row", 8, {{3, 4}, {0, 1}, 2}, false},
     {"expanded_scalar", 8, {{2, 3}, {0, 0}, 5}, false},
     {"size_one_dims", 10, {{1, 3, 1}, {7, 2, 99}, 3}, false},
+    {"head_split_at_offset", 48, {{2, 2, 3}, {24, 3, 1}, 6}, false},  // k of a q|k|v split
+    {"wrapping_offset_span", 20, {{2, 3}, {5, 1}, 4}, false},            // a row wraps: cut a span
     {"overlapping_windows", 5, {{3, 3}, {1, 1}, 0}, true},
     {"steps_not_dividing", 42, {{3, 2}, {14, 3}, 1}, true},
     {"empty", 4, {{0, 3}, {3, 1}, 0}, false},

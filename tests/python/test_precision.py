@@ -80,6 +80,45 @@ def test_default_rounds_operands_to_bf16():
     torch.testing.assert_close(y, expected, rtol=1e-6, atol=1e-6)
 
 
+TRANSPOSED = {  # operands read through transposes, as linear layers and attention do
+    "x @ w.t()": lambda x, w: x @ w.t(),
+    "x.t() @ w": lambda x, w: x.t() @ w,
+    "x.t() @ w[:, :16].t()": lambda x, w: x.t() @ w[:, :16].t(),
+    "bmm k^T": lambda x, w: torch.bmm(x.reshape(2, 8, 32), w.reshape(2, 8, 32).transpose(1, 2)),
+    "bmm q^T": lambda x, w: torch.bmm(x.reshape(2, 8, 32).transpose(1, 2), w.reshape(2, 8, 32)),
+    "4-d heads": lambda x, w: x.reshape(2, 4, 2, 32).transpose(1, 2)
+    @ w.reshape(2, 4, 2, 32).permute(0, 2, 3, 1),
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSPOSED))
+def test_transposed_operands_keep_each_modes_numbers(name):
+    op = TRANSPOSED[name]
+    a, b = inputs("adversarial", (16, 32), (16, 32))
+    ref = op(a.double(), b.double())
+    for mode in MODES:
+        with torch.tpu.precision(mode):
+            y = op(a.to("tpu"), b.to("tpu")).cpu().double()
+        if mode == "default":  # exactly the bf16-rounded operands' products
+            expected = op(a.bfloat16().double(), b.bfloat16().double())
+            torch.testing.assert_close(y, expected, rtol=1e-6, atol=1e-6)
+        elif mode != "high":
+            torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_default_dot_takes_bf16_operands_as_stored():
+    # A linear layer's weight is read through .t(): the dot contracts the
+    # weight as it is stored, on bf16 operands (XLA:CPU's bf16 gemm).
+    f = torch.compile(lambda x, w: x @ w.t(), backend="tpu")
+    x, w = torch.randn(8, 16), torch.randn(4, 16)
+    y = f(x.to("tpu"), w.to("tpu")).cpu()
+    torch.testing.assert_close(y, x.bfloat16().float() @ w.bfloat16().float().t())
+    text = torch_tpu.compiler.graphs()[-1][1]
+    dot = [line for line in text.splitlines() if "stablehlo.dot_general" in line]
+    # the weight as stored ([4, 16]), not its transpose ([16, 4])
+    assert len(dot) == 1 and "xbf16>, tensor<4x16xbf16>) -> tensor<8x4xf32>" in dot[0], dot
+
+
 def test_inf_and_nan_propagate_in_split_modes():
     a, b = torch.randn(3, 4), torch.randn(4, 2)
     a[0, 1], a[2, 0] = float("inf"), float("nan")

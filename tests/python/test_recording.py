@@ -1,6 +1,7 @@
 """What the recording path leaves out must not change results: an alpha of 1
-is dropped from add/sub/rsub (and their in-place and _foreach forms), and
-reshape round trips between ops fold away."""
+is dropped from add/sub/rsub (and their in-place and _foreach forms), a beta
+or alpha of 1 from the addmm family, and reshape round trips between ops fold
+away."""
 import pytest
 import torch
 
@@ -49,6 +50,45 @@ def test_unit_alpha_emits_no_multiply():
     # reshaped once: the parameters' two reshapes and the two writes remain
     # (unfolded, the reads of the sum and of y again would add two more).
     assert text.count("stablehlo.reshape") <= 4
+
+
+@pytest.mark.parametrize("beta, alpha", [(1, 1), (1.0, 2), (0, 1), (0.5, 1.0)])
+def test_addmm_family_unit_scales(beta, alpha):
+    s = torch.randn(3, 4)
+    s[0, 0] = float("nan")  # propagates unless beta == 0
+    a, b = torch.randn(3, 5), torch.randn(5, 4)
+    with torch_tpu.precision.precision("highest"):
+        check(lambda s, a, b: torch.addmm(s, a, b, beta=beta, alpha=alpha), s, a, b)
+        check(lambda s, a, b: torch.baddbmm(s, a, b, beta=beta, alpha=alpha),
+              torch.randn(2, 3, 4), torch.randn(2, 3, 5), torch.randn(2, 5, 4))
+        check(lambda s, x, y: torch.addr(s, x, y, beta=beta, alpha=alpha), s,
+              torch.randn(3), torch.randn(4))
+        check(lambda s, a, b: s.clone().addmm_(a, b, beta=beta, alpha=alpha), s, a, b)
+
+
+def test_linear_bias_is_added_without_scales():
+    w, bias, x = torch.randn(4, 8), torch.randn(4), torch.randn(3, 8)
+    f = torch.compile(lambda x, w, b: torch.nn.functional.linear(x, w, b), backend="tpu")
+    t = [v.to("tpu") for v in (x, w, bias)]
+    torch.testing.assert_close(f(*t).cpu(), torch.nn.functional.linear(x, w, bias),
+                               atol=5e-2, rtol=5e-2)  # DEFAULT precision: bf16 operands
+    text = torch_tpu.compiler.graphs()[-1][1]
+    assert "stablehlo.select" not in text and "stablehlo.multiply" not in text
+
+
+def test_offset_views_read_as_slices_of_storage():
+    # q, k, v of an attention block: views at offsets 0, 8, 16 of one storage.
+    x = torch.randn(2, 3, 24)
+
+    def heads(x):
+        q, k, v = x.split(8, dim=2)
+        return [z.reshape(2, 3, 2, 4).transpose(1, 2) * 2 for z in (q, k, v)]
+
+    f = torch.compile(heads, backend="tpu")
+    for got, want in zip(f(x.to("tpu")), heads(x)):
+        assert_same(got, want)
+    # Each view is one slice of the storage, not a shifted, zero-padded copy.
+    assert "stablehlo.pad" not in torch_tpu.compiler.graphs()[-1][1]
 
 
 def test_views_still_read_and_write_through_storage():

@@ -198,6 +198,23 @@ def test_softmax_edge_cases():
     check(lambda t: torch.softmax(t, 1), torch.zeros(2, 0))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_safe_softmax_zeroes_fully_masked_rows(dtype):
+    # SDPA's math path: a row of only -inf gives 0s; NaN and +inf rows as softmax.
+    x = randn(3, 4, 5) * 3
+    x[0, 1] = -INF
+    x[1, 2, :3] = -INF
+    x[1, 0, 0] = INF
+    x[2, 0, 1] = float("nan")
+    x[2, 3] = -INF
+    x[2, 3, 2] = float("nan")
+    tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else {}
+    for dim in (-1, 1, 0):
+        check(lambda t: torch.ops.aten._safe_softmax(t, dim), x.to(dtype), **tol)
+    check(lambda t: torch.ops.aten._safe_softmax(t, 2, torch.float32), x.to(dtype), **tol)
+    check(lambda t: torch.ops.aten._safe_softmax(t, 1), torch.zeros(2, 0))
+
+
 # ---- cumulative ops ------------------------------------------------------------------
 
 
