@@ -25,6 +25,9 @@ _C._configure(_plugin.plugin_path(), _plugin.device_count_option(), _plugin.cach
 # the plugin's static objects are destroyed at exit.
 atexit.register(_C._join_warmup)
 
+from ._autograd_exit import drain_autograd_device_threads as _drain  # noqa: E402
+atexit.register(_drain)
+
 from . import device as _device  # noqa: E402
 from .modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 from .runtime import (  # noqa: E402

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Generator.h>
 
+#include "../aten/autograd_exit.h"
 #include "../aten/device.h"
 #include "../aten/dispatch.h"
 #include "../aten/fallback.h"
@@ -45,6 +46,10 @@ PYBIND11_MODULE(_C, m) {
     if (!Engine::initialized()) return;
     py::gil_scoped_release no_gil;
     Engine::get().join_warmup();
+  });
+  m.def("_drain_autograd_device_threads", [] {
+    py::gil_scoped_release no_gil;
+    torch_tpu::aten::drain_autograd_device_threads();
   });
   m.def("_device_count", [] { return torch_tpu::aten::device_count(); });
   m.def("_current_device", &torch_tpu::aten::current_device);
