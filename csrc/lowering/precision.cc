@@ -114,13 +114,11 @@ Value precise_dot(Context& c, Value lhs, Value rhs, const DotDims& dims, bool ke
   bool half = t == ElementType::kBF16 || t == ElementType::kF16;
   ElementType acc = half ? ElementType::kF32 : t;
   const char* name = dot_precision_name(c.precision, t);
-  // The split terms of f32 operands are bf16-exact: the dot takes them as
-  // bf16 (converting is exact) with an f32 result, so a backend can use its
-  // bf16 units with the same products; XLA:CPU's bf16 gemm ran 1.4-2.6x its
-  // f32 one on a small GPT's shapes. A TPU computes exactly this.
-  bool split = t == ElementType::kF32 && c.precision != Precision::kFloat32;
+  // The split terms of f32 operands are bf16-exact, but they stay f32: XLA:CPU's
+  // generic dot kernel rejects bf16 x bf16 -> f32 ("Unsupported element type
+  // for DotThunk"), and which dots it sends there rather than to its bf16 gemm
+  // depends on more than the operand layout (SDPA's backward at small sizes).
   Value r = precise(c.b, c.precision, lhs, rhs, [&](Value l, Value r) {
-    if (split) l = c.b.convert(l, ElementType::kBF16), r = c.b.convert(r, ElementType::kBF16);
     return c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract, acc,
                            name);
   });

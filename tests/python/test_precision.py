@@ -3,6 +3,7 @@ reference (matmul, convolution, attention), the API, and that a mode change
 emits a different program."""
 import pytest
 import torch
+import torch.nn.functional as F
 import torch_tpu
 
 MODES = ("default", "high", "highest", "float32")
@@ -106,9 +107,9 @@ def test_transposed_operands_keep_each_modes_numbers(name):
             torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_default_dot_takes_bf16_operands_as_stored():
+def test_default_dot_contracts_the_weight_as_stored():
     # A linear layer's weight is read through .t(): the dot contracts the
-    # weight as it is stored, on bf16 operands (XLA:CPU's bf16 gemm).
+    # weight as it is stored, its operands the bf16-rounded values in f32.
     f = torch.compile(lambda x, w: x @ w.t(), backend="tpu")
     x, w = torch.randn(8, 16), torch.randn(4, 16)
     y = f(x.to("tpu"), w.to("tpu")).cpu()
@@ -116,7 +117,18 @@ def test_default_dot_takes_bf16_operands_as_stored():
     text = torch_tpu.compiler.graphs()[-1][1]
     dot = [line for line in text.splitlines() if "stablehlo.dot_general" in line]
     # the weight as stored ([4, 16]), not its transpose ([16, 4])
-    assert len(dot) == 1 and "xbf16>, tensor<4x16xbf16>) -> tensor<8x4xf32>" in dot[0], dot
+    assert len(dot) == 1 and "xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>" in dot[0], dot
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 4, 8), (2, 3, 5, 16), (1, 2, 64, 32)])
+def test_sdpa_backward_at_small_sizes(shape):
+    # XLA:CPU rejected some of these dots when their operands were bf16
+    # ("Unsupported element type for DotThunk: BF16 x BF16 = F32").
+    q = torch.randn(*shape, requires_grad=True)
+    qt = q.detach().to("tpu").requires_grad_()
+    F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    F.scaled_dot_product_attention(qt, qt, qt, is_causal=True).sum().backward()
+    torch.testing.assert_close(qt.grad.cpu(), q.grad, rtol=0.05, atol=0.05)
 
 
 def test_inf_and_nan_propagate_in_split_modes():
