@@ -485,7 +485,7 @@ void register_lowered_ops(torch::Library& m) {
       plans()[schema.operator_name()] = std::move(p);
       served().insert(name);
     }
-    if (!register_unboxed(m, h, plan_of(schema)))
+    if (!register_unboxed(m, name.c_str(), h, plan_of(schema)))
       m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
   };
 

@@ -133,7 +133,7 @@ hlo::Value read(engine::Engine& e, const at::Tensor& t) {
   StorageState& st = state_of(t);
   ElementType dtype = to_hlo(t.scalar_type());
   hlo::Value flat = flat_value(e, st, dtype);
-  if (whole_and_contiguous(t, st) && flat.dim(0) == t.numel())
+  if (whole_and_contiguous(t, st))
     return e.builder().reshape(flat, t.sizes().data(), t.sizes().size());
   return lowering::strided_read(e.builder(), flat, view_of(t));
 }

@@ -94,13 +94,13 @@ using R = at::Tensor;  // a fresh result
 // The signatures served unboxed: the pointwise, in-place and out= shapes
 // that training loops and optimizers call most.
 template <class... Sigs>
-bool register_first(torch::Library& m, const c10::OperatorHandle& op, const Plan* plan) {
+bool register_first(torch::Library& m, const char* name, const c10::OperatorHandle& op,
+                    const Plan* plan) {
   const c10::FunctionSchema& s = op.schema();
   bool done = false;
   auto one = [&](auto fits, auto make) {
     if (done || !fits(s)) return;
-    std::string name = s.overload_name().empty() ? s.name() : s.name() + "." + s.overload_name();
-    m.impl(name.c_str(), make(op, plan));
+    m.impl(name, make(op, plan));
     done = true;
   };
   (one(&Kernel<Sigs>::fits, &Kernel<Sigs>::make), ...);
@@ -109,7 +109,8 @@ bool register_first(torch::Library& m, const c10::OperatorHandle& op, const Plan
 
 }  // namespace
 
-bool register_unboxed(torch::Library& m, const c10::OperatorHandle& op, const Plan& plan) {
+bool register_unboxed(torch::Library& m, const char* name, const c10::OperatorHandle& op,
+                      const Plan& plan) {
   return register_first<
       // functional
       R(T), R(T, T), R(T, S), R(S, T), R(T, T, S), R(T, S, S), R(T, T, T), R(T, T, T, S),
@@ -119,7 +120,7 @@ bool register_unboxed(torch::Library& m, const c10::OperatorHandle& op, const Pl
       W(W, T, T, S, S),
       // out=
       W(T, W), W(T, T, W), W(T, S, W), W(T, T, S, W), W(T, T, T, W), W(T, T, T, S, W)>(
-      m, op, &plan);
+      m, name, op, &plan);
 }
 
 }  // namespace torch_tpu::aten

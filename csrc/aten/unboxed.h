@@ -19,8 +19,10 @@ namespace torch_tpu::aten {
 
 struct Plan;
 
-// Registers an unboxed kernel for `op` when its signature is one listed;
-// false when it is not (the caller registers the boxed kernel).
-bool register_unboxed(torch::Library& m, const c10::OperatorHandle& op, const Plan& plan);
+// Registers an unboxed kernel for `op` (named `name`, "aten::add.Tensor")
+// when its signature is one listed; false when it is not (the caller
+// registers the boxed kernel).
+bool register_unboxed(torch::Library& m, const char* name, const c10::OperatorHandle& op,
+                      const Plan& plan);
 
 }  // namespace torch_tpu::aten

@@ -75,9 +75,9 @@ std::vector<int64_t> free_dims(int64_t rank, const std::vector<int64_t>& batch,
   return out;
 }
 
-// The operand forms a row-major gemm reads without copying (XLA:CPU hands
-// only these to its bf16 gemm, XNNPACK): batch dims first, then the lhs as
-// [free, contracting], the rhs as [contracting, free] or [free, contracting].
+// The operand forms a row-major gemm reads without copying: batch dims
+// first, then the lhs as [free, contracting], the rhs as [contracting, free]
+// or [free, contracting].
 bool gemm_form(int64_t rank, const std::vector<int64_t>& batch,
                const std::vector<int64_t>& contract, bool lhs) {
   int64_t nb = batch.size(), nc = contract.size();
@@ -88,9 +88,8 @@ bool gemm_form(int64_t rank, const std::vector<int64_t>& batch,
 
 // An operand read through a transpose (a weight's .t(), k.transpose(-2, -1))
 // is contracted as its source is laid out, the transpose going into the
-// dimension numbers, when that gives a gemm form: XLA sees a transpose as a
-// column-major layout and runs such a dot in f32 instead of bf16. The free
-// dims must keep their order (they order the result).
+// dimension numbers, when that gives a gemm form, so the transpose is never
+// materialized. The free dims must keep their order (they order the result).
 void fold_transpose(Builder& b, Value& v, std::vector<int64_t>& batch,
                     std::vector<int64_t>& contract, bool lhs) {
   Value source;
