@@ -163,6 +163,8 @@ void Builder::clear() {
   types_.clear();
   reshapes_.clear();
   transposes_.clear();
+  constants_.clear();
+  splats_.clear();
   operands_.clear();
   blocks_.resize(1);
   blocks_[0].args.clear();
@@ -297,6 +299,9 @@ int Builder::region(const std::vector<TensorType>& arg_types, const RegionFn& bo
 // ---- constants ------------------------------------------------------------
 
 Value Builder::constant_bits(ElementType dtype, uint64_t bits) {
+  MemoKey key{static_cast<uint64_t>(insertion_.back()) << 8 | static_cast<uint64_t>(dtype), bits};
+  if (auto it = constants_.find(key); it != constants_.end())
+    return Value(it->second, types_[it->second]);
   TensorType t{dtype, {}};
   std::string literal;
   if (dtype == ElementType::kPred) {
@@ -313,7 +318,9 @@ Value Builder::constant_bits(ElementType dtype, uint64_t bits) {
   } else {
     fail("constant", std::string("unsupported element type ") + mlir_name(dtype));
   }
-  return emit1("stablehlo.constant", {}, t, "{value = dense<" + literal + "> : " + t.str() + "}");
+  Value c = emit1("stablehlo.constant", {}, t, "{value = dense<" + literal + "> : " + t.str() + "}");
+  constants_.emplace(key, c.id());
+  return c;
 }
 
 Value Builder::constant(ElementType dtype, double value) {
@@ -469,6 +476,15 @@ Value Builder::broadcast_in_dim(Value x, const std::vector<int64_t>& shape,
     bool identity = true;
     for (size_t i = 0; i < dims.size(); ++i) identity &= dims[i] == static_cast<int64_t>(i);
     if (identity) return x;
+  }
+  if (x.rank() == 0) {  // a splat: one per (block, value, type)
+    const TensorType* t = intern(TensorType{x.dtype(), shape});
+    MemoKey key{static_cast<uint64_t>(insertion_.back()) << 32 | static_cast<uint32_t>(x.id()),
+                reinterpret_cast<uintptr_t>(t)};
+    if (auto it = splats_.find(key); it != splats_.end()) return Value(it->second, t);
+    Value v = emit1("stablehlo.broadcast_in_dim", {x}, *t, "{broadcast_dimensions = array<i64>}");
+    splats_.emplace(key, v.id());
+    return v;
   }
   return emit1("stablehlo.broadcast_in_dim", {x}, TensorType{x.dtype(), shape},
                "{broadcast_dimensions = " + i64_array(dims) + "}");

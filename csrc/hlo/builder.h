@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "types.h"
@@ -278,6 +279,17 @@ class Builder {
   };
   std::vector<Reshapes> reshapes_;
   std::vector<std::pair<int, std::vector<int64_t>>> transposes_;  // (operand id, permutation)
+  // Scalar constants and broadcasts of rank-0 values already made, per block
+  // (a value made in a region is not visible outside it): lowerings splat the
+  // same few numbers over and over, and each would cost a formatted attribute.
+  struct MemoKey {
+    uint64_t a, b;
+    bool operator==(const MemoKey&) const = default;
+  };
+  struct MemoHash {
+    size_t operator()(const MemoKey& k) const { return k.a * 0x9E3779B97F4A7C15ull ^ k.b; }
+  };
+  std::unordered_map<MemoKey, int, MemoHash> constants_, splats_;
   std::vector<int> operands_;             // the operand ids of all ops
   std::vector<Block> blocks_;             // blocks_[0] is the function body
   std::vector<int> insertion_;            // stack of block indices being built

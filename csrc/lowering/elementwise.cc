@@ -285,11 +285,20 @@ Value xlogy(Builder& b, Value x, Value y) {
 Values lerp(Context& c, const Args& a) {
   const TensorType& t = c.out();
   Builder& b = c.b;
-  Value x = coerce(b, a[0].tensor, t), y = coerce(b, a[1].tensor, t), w = coerce(b, a[2].tensor, t);
-  Value d = b.sub(y, x);
+  Value x = coerce(b, a[0].tensor, t), y = coerce(b, a[1].tensor, t);
+  // A scalar weight (lerp.Scalar, the _foreach forms) is tested and
+  // complemented once, at rank 0, then broadcast.
+  Value w = b.convert(a[2].tensor, t.dtype);
+  if (w.rank() != 0) w = b.broadcast_to(w, t.shape);
   Value small = b.compare(hlo::Compare::kLT, b.abs(w), splat_like(b, 0.5, w));
+  Value one_minus_w = b.sub(splat_like(b, 1, w), w);
+  if (w.rank() == 0 && t.rank() != 0) {
+    w = b.broadcast_to(w, t.shape);
+    one_minus_w = b.broadcast_to(one_minus_w, t.shape);
+  }
+  Value d = b.sub(y, x);
   Value from_start = b.add(x, b.mul(w, d));
-  Value from_end = b.sub(y, b.mul(d, b.sub(splat_like(b, 1, w), w)));
+  Value from_end = b.sub(y, b.mul(d, one_minus_w));
   return {b.select(small, from_start, from_end)};
 }
 

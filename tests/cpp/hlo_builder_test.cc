@@ -98,6 +98,33 @@ TEST(HloGolden, ReshapesInsideRegionsAreNotFolded) {
   EXPECT_NE(b.module().find("tensor<1xf32>) -> tensor<f32>"), std::string::npos);
 }
 
+TEST(HloGolden, ConstantsAndSplatsAreMadeOncePerBlock) {
+  Builder b;
+  Value x = b.parameter({F32, {2, 3}});
+  Value one = b.constant(F32, 1.0);
+  EXPECT_EQ(b.constant(F32, 1.0).id(), one.id());
+  EXPECT_NE(b.constant(F32, 2.0).id(), one.id());
+  EXPECT_NE(b.constant(ElementType::kF64, 1.0).id(), one.id());
+  Value s = b.broadcast_in_dim(one, {2, 3}, {});
+  EXPECT_EQ(b.broadcast_in_dim(b.constant(F32, 1.0), {2, 3}, {}).id(), s.id());
+  EXPECT_NE(b.broadcast_in_dim(one, {3, 2}, {}).id(), s.id());
+  // Inside a region the body's constant is not visible: a new one is made.
+  int inner = -1;
+  b.reduce({x}, {one}, {1}, [&](Builder& r, const Values& a) {
+    Value c = r.constant(F32, 1.0);
+    inner = c.id();
+    EXPECT_EQ(r.constant(F32, 1.0).id(), inner);
+    return Values{r.add(r.add(a[0], a[1]), c)};
+  });
+  EXPECT_NE(inner, one.id());
+  EXPECT_EQ(b.constant(F32, 1.0).id(), one.id());  // the body's again after the region
+  b.clear();
+  Value y = b.parameter({F32, {2}});
+  Value two = b.constant(F32, 2.0);
+  b.set_results({b.add(y, b.broadcast_in_dim(two, {2}, {}))});
+  EXPECT_EQ(b.module().find("dense<0x3F800000>"), std::string::npos);  // clear() forgot 1.0
+}
+
 TEST(HloGolden, ReduceWithRegion) {
   Builder b;
   Value x = b.parameter({F32, {2, 3}});
