@@ -76,8 +76,13 @@ Value strided_read(Builder& b, Value flat, const Strided& v) {
       chunked.push_back(v.strides[dims[i - 1]] / v.strides[dims[i]]);
       keep.push_back(v.sizes[dims[i]]);
     }
-    chunked.push_back(v.strides[dims.back()]);
-    keep.push_back(1);
+    // Rows of the innermost stride, unless it is 1 (no trailing unit dim to
+    // make and drop).
+    const bool unit_inner = v.strides[dims.back()] == 1;
+    if (!unit_inner) {
+      chunked.push_back(v.strides[dims.back()]);
+      keep.push_back(1);
+    }
     Value x;
     if (n % s0 == 0) {  // the whole storage in rows of each stride: the offset is a corner
       chunked[0] = n / s0;
@@ -99,8 +104,10 @@ Value strided_read(Builder& b, Value flat, const Strided& v) {
         seg = b.pad(seg, b.constant(flat.dtype(), 0), {0}, {span - (end - v.offset)});
       x = b.slice(b.reshape(seg, chunked), std::vector<int64_t>(chunked.size(), 0), keep);
     }
-    keep.pop_back();
-    x = b.reshape(x, keep);
+    if (!unit_inner) {
+      keep.pop_back();
+      x = b.reshape(x, keep);
+    }
     // x's dims are `dims` in stride order; put them in index order, then
     // broadcast into the size-1 and stride-0 positions.
     std::vector<int64_t> order(dims.size());
