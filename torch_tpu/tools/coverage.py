@@ -166,7 +166,10 @@ def sweep(ids, dtypes, workers=1, verbose=True, log_path=None):
 # -- the report --------------------------------------------------------------
 
 def _base(name):
-    return name.split("::", 1)[-1].split(".", 1)[0].split(" ", 1)[0]
+    """The operator an overload belongs to: no namespace, no overload name, and
+    an in-place form (`add_`, `_foreach_mul_`) counts as its operator."""
+    base = name.split("::", 1)[-1].split(".", 1)[0].split(" ", 1)[0]
+    return base[:-1] if base.endswith("_") and not base.endswith("__") else base
 
 
 def registrations():
