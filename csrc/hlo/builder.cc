@@ -416,6 +416,19 @@ Value Builder::convert(Value x, ElementType dtype) {
   return emit1("stablehlo.convert", {x}, TensorType{dtype, x.shape()});
 }
 
+void Builder::mark_bf16_split(Value x) {
+  auto& ops = blocks_[insertion_.back()].ops;
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it)
+    if (Op& op = *it; op.first_result <= x.id() && x.id() < op.first_result + op.num_results) {
+      if (op.bf16_split) return;
+      op.bf16_split = true;
+      Digest d{running_};
+      d.add(static_cast<uint64_t>(x.id()) << 32 | 0x53);  // 'S'
+      return;
+    }
+  fail("mark_bf16_split", "value is not made by an op of the current block");
+}
+
 Value Builder::bitcast_convert(Value x, const TensorType& type) {
   return emit("stablehlo.bitcast_convert", {x}, {type}, "")[0];
 }
@@ -895,6 +908,7 @@ void Builder::print_block(std::string& out, const Block& block, int indent) cons
       result_types += type_of(op.first_result + i).str();
     }
     out += op.num_results == 1 ? result_types : "(" + result_types + ")";
+    if (op.bf16_split) out += kBf16SplitMarker;
     out += "\n";
   }
 }

@@ -17,6 +17,12 @@ namespace torch_tpu::hlo {
 
 class Builder;
 
+// Ends the printed line of an op that takes or makes the bf16 copy of an f32
+// value already rounded to bf16 (a dot's split operand): the program means the
+// same with those types read as f32 (pjrt::Client::compile falls back to that
+// when XLA:CPU would run such a dot in a kernel without bf16 x bf16 -> f32).
+inline constexpr std::string_view kBf16SplitMarker = " // tt:bf16-split";
+
 // An SSA value of a Builder. Cheap to copy; valid while its Builder lives.
 class Value {
  public:
@@ -153,6 +159,8 @@ class Builder {
   Value convert(Value x, ElementType dtype);
   Value bitcast_convert(Value x, const TensorType& type);
   Value reduce_precision(Value x, int exponent_bits, int mantissa_bits);
+  // Marks the op that made `x` (see kBf16SplitMarker).
+  void mark_bf16_split(Value x);
 
   // ---- shape -------------------------------------------------------------
   Value reshape(Value x, const std::vector<int64_t>& shape);
@@ -241,6 +249,7 @@ class Builder {
     int first_result, num_results;
     std::string attributes;
     std::vector<int> regions;  // indices into blocks_
+    bool bf16_split = false;   // printed with kBf16SplitMarker
   };
   struct Block {
     std::vector<int> args;

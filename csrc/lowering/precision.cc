@@ -1,6 +1,8 @@
 #include "precision.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 namespace torch_tpu::lowering {
 
@@ -13,6 +15,14 @@ Values bf16_terms(Builder& b, Value x, int n) {
     if (i + 1 < n) rest = b.sub(rest, term);      // exact in f32
   }
   return terms;
+}
+
+bool bf16_split_dots() {
+  static const bool on = [] {
+    const char* v = std::getenv("TORCH_TPU_BF16_DOTS");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
 }
 
 namespace {
@@ -113,13 +123,26 @@ Value precise_dot(Context& c, Value lhs, Value rhs, const DotDims& dims, bool ke
   bool half = t == ElementType::kBF16 || t == ElementType::kF16;
   ElementType acc = half ? ElementType::kF32 : t;
   const char* name = dot_precision_name(c.precision, t);
-  // The split terms of f32 operands are bf16-exact, but they stay f32: XLA:CPU's
-  // generic dot kernel rejects bf16 x bf16 -> f32 ("Unsupported element type
-  // for DotThunk"), and which dots it sends there rather than to its bf16 gemm
-  // depends on more than the operand layout (SDPA's backward at small sizes).
+  // The split terms of f32 operands are bf16-exact: the dot takes them as
+  // bf16 (converting is exact) with an f32 result, so XLA:CPU runs it on its
+  // bf16 gemm with the same products. Its generic dot kernel rejects bf16 x
+  // bf16 -> f32 ("Unsupported element type for DotThunk"), and which dots go
+  // there depends on the whole optimized program, so the converts and the dot
+  // are marked: pjrt::Client::compile checks the optimized program and
+  // recompiles with those types read as f32 where a dot would not run.
+  bool split = t == ElementType::kF32 && c.precision != Precision::kFloat32 && bf16_split_dots();
   Value r = precise(c.b, c.precision, lhs, rhs, [&](Value l, Value r) {
-    return c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract, acc,
-                           name);
+    if (!split)
+      return c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract, acc,
+                             name);
+    l = c.b.convert(l, ElementType::kBF16);
+    c.b.mark_bf16_split(l);
+    r = c.b.convert(r, ElementType::kBF16);
+    c.b.mark_bf16_split(r);
+    Value out = c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract,
+                                acc, name);
+    c.b.mark_bf16_split(out);
+    return out;
   });
   return half && !keep_f32 ? c.b.convert(r, t) : r;
 }

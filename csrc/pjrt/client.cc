@@ -1,5 +1,8 @@
 #include "client.h"
 
+#include "../hlo/builder.h"
+#include "hlo_dots.h"
+
 namespace torch_tpu::pjrt {
 
 namespace {
@@ -145,7 +148,40 @@ BufferPtr Client::buffer_from_host(const void* data, PJRT_Buffer_Type type,
   return buffer;
 }
 
+namespace {
+
+// `mlir` with the ops marked hlo::kBf16SplitMarker taking and making f32
+// where they had bf16 (an f32 -> f32 convert is a no-op).
+std::string without_bf16_split(const std::string& mlir) {
+  std::string out;
+  out.reserve(mlir.size());
+  size_t start = 0;
+  while (start < mlir.size()) {
+    size_t end = mlir.find('\n', start);
+    if (end == std::string::npos) end = mlir.size();
+    std::string line = mlir.substr(start, end - start);
+    if (line.find(hlo::kBf16SplitMarker) != std::string::npos)
+      for (size_t at; (at = line.find("xbf16>")) != std::string::npos;)
+        line.replace(at, 6, "xf32>");
+    out += line;
+    if (end < mlir.size()) out += '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 ExecutablePtr Client::compile(const std::string& mlir) const {
+  ExecutablePtr exe = compile_as_is(mlir);
+  if (mlir.find(hlo::kBf16SplitMarker) == std::string::npos ||
+      bf16_dots_in_gemm_form(exe->optimized_program()))
+    return exe;
+  ++bf16_split_fallbacks_;
+  return compile_as_is(without_bf16_split(mlir));
+}
+
+ExecutablePtr Client::compile_as_is(const std::string& mlir) const {
   static const std::string options = default_compile_options();
   static const char kFormat[] = "mlir";
   auto program = PJRT_STRUCT(PJRT_Program);

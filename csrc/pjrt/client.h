@@ -1,6 +1,8 @@
 // A PJRT client: the devices of one plugin, host transfers, compilation.
 #pragma once
 
+#include <atomic>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -40,10 +42,17 @@ class Client {
                              const std::vector<int64_t>& dims, int index) const;
 
   // Compiles MLIR text (StableHLO) for one replica, one partition.
+  // Compiles StableHLO text. A program with bf16 split dots
+  // (hlo::kBf16SplitMarker) is compiled again with them in f32 when XLA:CPU
+  // would run one in a kernel that rejects bf16 x bf16 -> f32.
   ExecutablePtr compile(const std::string& mlir) const;
+  // Programs compiled again that way.
+  int64_t bf16_split_fallbacks() const { return bf16_split_fallbacks_; }
   ExecutablePtr deserialize(const std::string& bytes) const;
 
  private:
+  ExecutablePtr compile_as_is(const std::string& mlir) const;
+  mutable std::atomic<int64_t> bf16_split_fallbacks_{0};
   std::shared_ptr<Plugin> plugin_;  // keeps the API table loaded
   const PJRT_Api* api_;
   PJRT_Client* client_ = nullptr;

@@ -60,4 +60,22 @@ std::string Executable::serialize() const {
   return bytes;
 }
 
+std::string Executable::optimized_program() const {
+  if (api_->PJRT_Executable_OptimizedProgram == nullptr) return {};
+  auto program = PJRT_STRUCT(PJRT_Program);
+  auto a = PJRT_ARGS(PJRT_Executable_OptimizedProgram);
+  a.executable = exe_view_;
+  a.program = &program;
+  try {
+    PJRT_CALL(api_, PJRT_Executable_OptimizedProgram, a);  // the size
+    std::string code(program.code_size, '\0');
+    program.code = code.data();
+    PJRT_CALL(api_, PJRT_Executable_OptimizedProgram, a);
+    code.resize(program.code_size);
+    return code;
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 }  // namespace torch_tpu::pjrt

@@ -33,6 +33,10 @@ class Executable {
   // executable; empty when the plugin cannot serialize.
   std::string serialize() const;
 
+  // The optimized program as a serialized HloModuleProto; empty when the
+  // plugin does not give it.
+  std::string optimized_program() const;
+
  private:
   const PJRT_Api* api_;  // the plugin's table, alive for the process
   PJRT_LoadedExecutable* exe_;
