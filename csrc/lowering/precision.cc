@@ -136,12 +136,10 @@ Value precise_dot(Context& c, Value lhs, Value rhs, const DotDims& dims, bool ke
       return c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract, acc,
                              name);
     l = c.b.convert(l, ElementType::kBF16);
-    c.b.mark_bf16_split(l);
     r = c.b.convert(r, ElementType::kBF16);
-    c.b.mark_bf16_split(r);
     Value out = c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract,
                                 acc, name);
-    c.b.mark_bf16_split(out);
+    for (Value v : {l, r, out}) c.b.mark_bf16_split(v, out.id());
     return out;
   });
   return half && !keep_f32 ? c.b.convert(r, t) : r;

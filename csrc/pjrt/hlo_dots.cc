@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -118,6 +119,7 @@ struct Dims {
 
 struct Instruction {
   bool dot = false;
+  std::string_view op_name;  // metadata: the StableHLO op's loc("...") name
   Shape shape;
   std::vector<int64_t> operands;
   Dims dims;
@@ -131,6 +133,15 @@ bool parse_instruction(std::string_view bytes, int64_t& id, Instruction& ins) {
     switch (f.number) {
       case 2: ins.dot = f.wire == 2 && f.bytes == "dot"; break;
       case 3: if (f.wire != 2 || !parse_shape(f.bytes, ins.shape)) return false; break;
+      case 7: {  // OpMetadata
+        if (f.wire != 2) return false;
+        Reader m(f.bytes);
+        Field g;
+        while (m.next(g))
+          if (g.number == 2 && g.wire == 2) ins.op_name = g.bytes;
+        if (!m.ok()) return false;
+        break;
+      }
       case 30: {
         if (f.wire != 2) return false;
         Reader d(f.bytes);
@@ -169,6 +180,12 @@ bool leading(const std::vector<int64_t>& dims) {
   return true;
 }
 
+int64_t elements(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s.dims) n *= d;
+  return n;
+}
+
 bool gemm_form(const Instruction& dot, const Shape& lhs, const Shape& rhs) {
   const Dims& d = dot.dims;
   int64_t nb = static_cast<int64_t>(d.lhs_batch.size());
@@ -189,10 +206,22 @@ bool gemm_form(const Instruction& dot, const Shape& lhs, const Shape& rhs) {
 
 }  // namespace
 
-bool bf16_dots_in_gemm_form(std::string_view hlo_module_proto) {
+Bf16DotCheck check_bf16_dots(std::string_view format, std::string_view code) {
+  Bf16DotCheck out;
+  std::string_view module_bytes = code;
+  if (format == "hlo_with_config") {  // HloModuleProtoWithConfig: hlo_module = 1
+    module_bytes = {};
+    Reader r(code);
+    Field f;
+    while (r.next(f))
+      if (f.number == 1 && f.wire == 2) module_bytes = f.bytes;
+    if (!r.ok()) return out;
+  } else if (format != "hlo") {
+    return out;
+  }
   std::unordered_map<int64_t, Instruction> all;
   std::vector<int64_t> dots;
-  Reader module(hlo_module_proto);
+  Reader module(module_bytes);
   Field f;
   while (module.next(f)) {
     if (f.number != 3 || f.wire != 2) continue;  // computations
@@ -202,25 +231,27 @@ bool bf16_dots_in_gemm_form(std::string_view hlo_module_proto) {
       if (g.number != 2 || g.wire != 2) continue;  // instructions
       int64_t id = 0;
       Instruction ins;
-      if (!parse_instruction(g.bytes, id, ins)) return false;
+      if (!parse_instruction(g.bytes, id, ins)) return out;
       if (ins.dot) dots.push_back(id);
       all.emplace(id, std::move(ins));
     }
-    if (!computation.ok()) return false;
+    if (!computation.ok()) return out;
   }
-  if (!module.ok() || all.empty()) return false;
+  if (!module.ok() || all.empty()) return out;
   for (int64_t id : dots) {
     const Instruction& dot = all.at(id);
-    if (dot.operands.size() != 2) return false;
+    if (dot.operands.size() != 2) return out;
     auto lhs = all.find(dot.operands[0]), rhs = all.find(dot.operands[1]);
-    if (lhs == all.end() || rhs == all.end()) return false;
+    if (lhs == all.end() || rhs == all.end()) return out;
     const Shape &l = lhs->second.shape, &r = rhs->second.shape;
-    bool mixed = l.element_type == kBF16 && r.element_type == kBF16 &&
-                 dot.shape.element_type == kF32;
-    if (mixed && !gemm_form(dot, l, r)) return false;
-    if ((l.element_type == kBF16) != (r.element_type == kBF16)) return false;
+    bool lb = l.element_type == kBF16, rb = r.element_type == kBF16;
+    bool mixed = lb && rb && dot.shape.element_type == kF32;
+    if ((mixed && !gemm_form(dot, l, r)) || lb != rb)
+      out.unsafe.push_back({std::string(dot.op_name), elements(dot.shape), elements(l),
+                            elements(r)});
   }
-  return true;
+  out.read = true;
+  return out;
 }
 
 }  // namespace torch_tpu::pjrt

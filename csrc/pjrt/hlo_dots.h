@@ -6,12 +6,31 @@
 // [batch..., k, n] or [batch..., n, k].
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace torch_tpu::pjrt {
 
-// True when every bf16 x bf16 -> f32 dot of `hlo_module_proto` has a form
-// the bf16 gemm takes; false when one does not or the bytes do not parse.
-bool bf16_dots_in_gemm_form(std::string_view hlo_module_proto);
+// A dot XLA:CPU would not run: bf16 x bf16 -> f32 outside the gemm forms,
+// or one bf16 operand.
+struct UnsafeDot {
+  std::string op_name;  // its metadata (the StableHLO loc name); XLA drops it
+                        // on some rewrites (batch-dot-simplification)
+  // Element counts of the result and operands: a reshape, transpose or
+  // bitcast of the dot or its operands keeps them.
+  int64_t out = 0, lhs = 0, rhs = 0;
+};
+
+struct Bf16DotCheck {
+  bool read = false;  // the program parsed; when false the rest says nothing
+  std::vector<UnsafeDot> unsafe;
+  bool all_safe() const { return read && unsafe.empty(); }
+};
+
+// Reads an optimized program as PJRT_Executable_OptimizedProgram gives it:
+// `format` "hlo_with_config" (a serialized HloModuleProtoWithConfig, what
+// XLA's plugins return) or "hlo" (a serialized HloModuleProto).
+Bf16DotCheck check_bf16_dots(std::string_view format, std::string_view code);
 
 }  // namespace torch_tpu::pjrt

@@ -91,6 +91,13 @@ PYBIND11_MODULE(_C, m) {
     d["directory"] = Engine::get().cache().directory();
     return d;
   });
+  m.def("_bf16_split_stats", [] {
+    const auto& client = Engine::get().client();
+    py::dict d;
+    d["fallbacks"] = client.bf16_split_fallbacks();  // all split dots in f32
+    d["partial"] = client.bf16_split_partial();      // some of them in f32
+    return d;
+  });
   m.def("_cache_clear", [](bool disk) { Engine::get().cache().clear(disk); });
   m.def("_cache_set_capacity", [](int64_t n) {
     if (n < 1) throw py::value_error("the cache capacity must be at least 1, got " + std::to_string(n));
