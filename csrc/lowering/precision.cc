@@ -1,6 +1,7 @@
 #include "precision.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,12 +18,19 @@ Values bf16_terms(Builder& b, Value x, int n) {
   return terms;
 }
 
+namespace {
+std::atomic<bool> g_bf16_split_default{false};
+}  // namespace
+
+void set_bf16_split_dots_default(bool on) { g_bf16_split_default.store(on); }
+
 bool bf16_split_dots() {
-  static const bool on = [] {
+  static const int forced = [] {  // -1: unset
     const char* v = std::getenv("TORCH_TPU_BF16_DOTS");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    if (v == nullptr || *v == '\0') return -1;
+    return std::strcmp(v, "0") == 0 ? 0 : 1;
   }();
-  return on;
+  return forced >= 0 ? forced == 1 : g_bf16_split_default.load(std::memory_order_relaxed);
 }
 
 namespace {

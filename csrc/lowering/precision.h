@@ -35,13 +35,14 @@ Values bf16_terms(Builder& b, Value x, int n);
 // f64 contraction (so a GPU does not use TF32, a TPU uses all its passes).
 const char* dot_precision_name(Precision p, ElementType dtype);
 
-// Whether f32 dots take their bf16 split terms as bf16 operands
-// (TORCH_TPU_BF16_DOTS=1; the values are the same either way). Off by
-// default: XLA:CPU runs a transposed-lhs bf16 dot (a weight gradient) in
-// its bf16 gemm in some programs and rejects it in others, and the check in
-// pjrt::Client::compile takes only the forms it always takes, so a training
-// step fell back to f32 (one more compile, no speed-up).
+// Whether f32 dots take their bf16 split terms as bf16 operands with an f32
+// result (the values are the same either way; XLA:CPU then runs them on its
+// bf16 gemm). TORCH_TPU_BF16_DOTS=0 or 1 decides; unset, the plugin's default
+// (set_bf16_split_dots_default: the Engine turns it on for XLA:CPU, where
+// pjrt::Client::compile checks the optimized program and puts the dots its
+// bf16 gemm would not take back in f32).
 bool bf16_split_dots();
+void set_bf16_split_dots_default(bool on);
 
 struct DotDims {
   std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;

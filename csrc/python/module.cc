@@ -11,6 +11,7 @@
 #include "../aten/fallback.h"
 #include "../aten/generator.h"
 #include "../aten/precision.h"
+#include "../lowering/precision.h"
 #include "../aten/storage.h"
 #include "../engine/engine.h"
 #include "../lowering/registry.h"
@@ -90,6 +91,10 @@ PYBIND11_MODULE(_C, m) {
     d["compile_seconds"] = s.compile_seconds;
     d["directory"] = Engine::get().cache().directory();
     return d;
+  });
+  m.def("_bf16_split_dots", [] {
+    Engine::get();  // the plugin decides the default
+    return torch_tpu::lowering::bf16_split_dots();
   });
   m.def("_bf16_split_stats", [] {
     const auto& client = Engine::get().client();

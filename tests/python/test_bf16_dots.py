@@ -1,10 +1,11 @@
 """Default-precision f32 dots take their bf16-rounded operands as bf16 with an
-f32 result. XLA:CPU runs some dots in a kernel that rejects bf16 x bf16 -> f32
-(which ones depends on the whole optimized program); those programs are
-compiled again with the operands in f32. Whatever the shape, orientation,
-dtype or mode, every dot must run and give the bf16-operand, f32-accumulation
-values. The tests run in the default mode here and again with
-TORCH_TPU_BF16_DOTS=1 in a subprocess (the switch is read once)."""
+f32 result (on XLA:CPU by default; TORCH_TPU_BF16_DOTS=0/1 decides). XLA:CPU
+runs some dots in a kernel that rejects bf16 x bf16 -> f32 (which ones depends
+on the whole optimized program); those dots are compiled again with their
+operands in f32. Whatever the shape, orientation, dtype or mode, every dot
+must run and give the bf16-operand, f32-accumulation values. The tests run in
+the default mode here and again in the other mode in a subprocess (the switch
+is read once)."""
 import itertools
 import os
 import random
@@ -120,9 +121,53 @@ def test_other_dtypes_keep_their_dots(dtype):
     torch.testing.assert_close(y, (a.double() @ b.double()).to(dtype), rtol=tol, atol=tol)
 
 
-@pytest.mark.skipif(os.environ.get("TORCH_TPU_BF16_DOTS") == "1", reason="the subprocess itself")
-def test_all_of_the_above_with_bf16_dots_on():
-    env = dict(os.environ, TORCH_TPU_BF16_DOTS="1", TORCH_TPU_DISK_CACHE="0")
+def _split_on():
+    return torch_tpu._C._bf16_split_dots()
+
+
+def test_gemm_form_program_keeps_its_bf16_dots():
+    if not _split_on():
+        pytest.skip("bf16 split mode off")
+    # The optimized program is read: a linear layer's forward and backward
+    # (dots in the gemm forms) compile once, with no dot put back in f32.
+    before = torch_tpu._C._bf16_split_stats()
+    lin = torch.nn.Linear(24, 40).to("tpu")
+    x = torch.randn(12, 24, device="tpu", requires_grad=True)
+    torch.compile(lambda m, x: m(x).sum().backward(), backend="tpu")(lin, x)
+    torch.tpu.synchronize()
+    assert torch_tpu._C._bf16_split_stats() == before
+
+
+@pytest.mark.parametrize("extra", [False, True])
+def test_transposed_lhs_dot_alone_goes_to_f32(extra):
+    if not _split_on():
+        pytest.skip("bf16 split mode off")
+    # bmm(a^T, b) at (1, 4, 4) x (1, 4, 8): XLA:CPU's optimized dot takes a
+    # transposed lhs, which its bf16 gemm does not; only that dot is compiled
+    # again in f32 (a partial fallback, not a whole-program one), and a gemm
+    # form dot next to it (a different shape) may stay bf16.
+    def f(a, b, c, d):
+        y = torch.bmm(a.transpose(1, 2), b)
+        return (y, c @ d) if extra else y
+
+    a, b = torch.randn(1, 4, 4), torch.randn(1, 4, 8)
+    c, d = torch.randn(9, 33), torch.randn(33, 7 + extra)
+    before = torch_tpu._C._bf16_split_stats()
+    g = torch.compile(f, backend="tpu", dynamic=False)
+    out = g(*(t.to("tpu") for t in (a, b, c, d)))
+    out = out if extra else (out,)
+    ref = _ref(f, a, b, c, d)
+    for o, r in zip(out, ref if extra else (ref,)):
+        _close(o.cpu(), r, 33)
+    after = torch_tpu._C._bf16_split_stats()
+    assert after["fallbacks"] == before["fallbacks"]
+    assert after["partial"] == before["partial"] + 1
+
+
+@pytest.mark.skipif(os.environ.get("TORCH_TPU_BF16_DOTS") in ("0", "1"), reason="the subprocess itself")
+def test_all_of_the_above_in_the_other_mode():
+    other = "0" if _split_on() else "1"
+    env = dict(os.environ, TORCH_TPU_BF16_DOTS=other, TORCH_TPU_DISK_CACHE="0")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                            __file__, os.path.join(os.path.dirname(__file__), "test_precision.py")],
                           capture_output=True, text=True, env=env, timeout=900)

@@ -119,8 +119,9 @@ def test_default_dot_contracts_the_weight_as_stored():
     text = torch_tpu.compiler.graphs()[-1][1]
     dot = [line for line in text.splitlines() if "stablehlo.dot_general" in line]
     # the weight as stored ([4, 16]), not its transpose ([16, 4]); the operands
-    # are bf16 (exactly the rounded values) with TORCH_TPU_BF16_DOTS=1
-    dt = "bf16" if os.environ.get("TORCH_TPU_BF16_DOTS") == "1" else "f32"
+    # are bf16 (exactly the rounded values) in the bf16 split mode (the default
+    # on XLA:CPU; TORCH_TPU_BF16_DOTS)
+    dt = "bf16" if torch_tpu._C._bf16_split_dots() else "f32"
     assert len(dot) == 1 and f"x{dt}>, tensor<4x16x{dt}>) -> tensor<8x4xf32>" in dot[0], dot
 
 
