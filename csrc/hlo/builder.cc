@@ -416,6 +416,10 @@ Value Builder::convert(Value x, ElementType dtype) {
   return emit1("stablehlo.convert", {x}, TensorType{dtype, x.shape()});
 }
 
+Value Builder::convert_as_written(Value x, ElementType dtype) {
+  return emit1("stablehlo.convert", {x}, TensorType{dtype, x.shape()});
+}
+
 void Builder::mark_bf16_split(Value x, int group) {
   auto& ops = blocks_[insertion_.back()].ops;
   for (auto it = ops.rbegin(); it != ops.rend(); ++it)

@@ -161,6 +161,8 @@ class Builder {
   Value select(Value pred, Value on_true, Value on_false);
   Value clamp(Value lo, Value x, Value hi);
   Value convert(Value x, ElementType dtype);
+  // A convert emitted even when `x` already has `dtype` (a no-op to XLA).
+  Value convert_as_written(Value x, ElementType dtype);
   Value bitcast_convert(Value x, const TensorType& type);
   Value reduce_precision(Value x, int exponent_bits, int mantissa_bits);
   // Marks the op that made `x` as one of group `group` (see kBf16SplitMarker).

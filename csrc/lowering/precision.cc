@@ -24,6 +24,10 @@ std::atomic<bool> g_bf16_split_default{false};
 
 void set_bf16_split_dots_default(bool on) { g_bf16_split_default.store(on); }
 
+bool checked_bf16_dots() {
+  return g_bf16_split_default.load(std::memory_order_relaxed) || bf16_split_dots();
+}
+
 bool bf16_split_dots() {
   static const int forced = [] {  // -1: unset
     const char* v = std::getenv("TORCH_TPU_BF16_DOTS");
@@ -139,12 +143,16 @@ Value precise_dot(Context& c, Value lhs, Value rhs, const DotDims& dims, bool ke
   // are marked: pjrt::Client::compile checks the optimized program and
   // recompiles with those types read as f32 where a dot would not run.
   bool split = t == ElementType::kF32 && c.precision != Precision::kFloat32 && bf16_split_dots();
+  // A bf16 dot (bf16 operands, f32 result) meets the same kernel: its
+  // operands go through marked no-op converts, which the fallback turns into
+  // converts to f32 (exact), so it too can be put back in f32.
+  bool bf16 = t == ElementType::kBF16 && checked_bf16_dots();
   Value r = precise(c.b, c.precision, lhs, rhs, [&](Value l, Value r) {
-    if (!split)
+    if (!split && !bf16)
       return c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract, acc,
                              name);
-    l = c.b.convert(l, ElementType::kBF16);
-    r = c.b.convert(r, ElementType::kBF16);
+    l = c.b.convert_as_written(l, ElementType::kBF16);
+    r = c.b.convert_as_written(r, ElementType::kBF16);
     Value out = c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract,
                                 acc, name);
     for (Value v : {l, r, out}) c.b.mark_bf16_split(v, out.id());

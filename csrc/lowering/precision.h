@@ -42,6 +42,10 @@ const char* dot_precision_name(Precision p, ElementType dtype);
 // pjrt::Client::compile checks the optimized program and puts the dots its
 // bf16 gemm would not take back in f32).
 bool bf16_split_dots();
+// Whether bf16 dots (bf16 operands, f32 result) are marked the same way, so
+// that pjrt::Client::compile can put one XLA:CPU would not run back in f32:
+// on XLA:CPU (whatever TORCH_TPU_BF16_DOTS says) or with bf16_split_dots().
+bool checked_bf16_dots();
 void set_bf16_split_dots_default(bool on);
 
 struct DotDims {

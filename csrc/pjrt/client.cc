@@ -195,8 +195,13 @@ std::string with_f32_groups(const std::string& mlir, const std::set<int64_t>& f3
     std::string line = mlir.substr(start, end - start);
     int64_t group = bf16_split_group(line);
     if (group >= 0 && (all || f32.count(group))) {
-      for (size_t at; (at = line.find("xbf16>")) != std::string::npos;) line.replace(at, 6, "xf32>");
-      for (size_t at; (at = line.find("<bf16>")) != std::string::npos;) line.replace(at, 6, "<f32>");
+      // A convert makes f32 from what it takes (f32, or a bf16 operand of
+      // the program); every other marked op takes and makes f32.
+      size_t from = 0;
+      if (line.find("\"stablehlo.convert\"") != std::string::npos) from = line.rfind(" -> ");
+      if (from == std::string::npos) from = line.size();
+      for (size_t at; (at = line.find("xbf16>", from)) != std::string::npos;) line.replace(at, 6, "xf32>");
+      for (size_t at; (at = line.find("<bf16>", from)) != std::string::npos;) line.replace(at, 6, "<f32>");
     }
     out += line;
     if (end < mlir.size()) out += '\n';
