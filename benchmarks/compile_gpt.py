@@ -8,6 +8,9 @@ memory). Reports steps/s (median over timed windows), the first call's time
     python benchmarks/compile_gpt.py            # full
     python benchmarks/compile_gpt.py --smoke    # tiny, for tests
     python benchmarks/compile_gpt.py --configs cpu_eager,tpu_compiled --out /tmp/x
+
+A tpu configuration with the suffix "+f32dots" (tpu_compiled+f32dots) runs
+with TORCH_TPU_BF16_DOTS=0: the split terms of its dots stay f32.
 """
 import argparse
 import json
@@ -110,8 +113,10 @@ def main():
     env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
     results = {}
     for name in args.configs.split(","):
-        cmd = [sys.executable, __file__, "--config", name] + (["--smoke"] if args.smoke else [])
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        base_name, _, variant = name.partition("+")
+        cmd = [sys.executable, __file__, "--config", base_name] + (["--smoke"] if args.smoke else [])
+        run_env = dict(env, TORCH_TPU_BF16_DOTS="0") if variant == "f32dots" else env
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env)
         if proc.returncode != 0:
             results[name] = {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
         else:

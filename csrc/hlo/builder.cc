@@ -423,6 +423,24 @@ Value Builder::convert(Value x, ElementType dtype) {
   return emit1("stablehlo.convert", {x}, TensorType{dtype, x.shape()});
 }
 
+Value Builder::convert_as_written(Value x, ElementType dtype) {
+  return emit1("stablehlo.convert", {x}, TensorType{dtype, x.shape()});
+}
+
+void Builder::mark_bf16_split(Value x, int group) {
+  auto& ops = blocks_[insertion_.back()].ops;
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it)
+    if (Op& op = *it; op.first_result <= x.id() && x.id() < op.first_result + op.num_results) {
+      if (op.bf16_split >= 0) return;
+      op.bf16_split = group;
+      Digest d{running_};
+      d.add(static_cast<uint64_t>(x.id()) << 32 | 0x53);  // 'S'
+      d.add(static_cast<uint64_t>(group));
+      return;
+    }
+  fail("mark_bf16_split", "value is not made by an op of the current block");
+}
+
 Value Builder::bitcast_convert(Value x, const TensorType& type) {
   return emit("stablehlo.bitcast_convert", {x}, {type}, "")[0];
 }
@@ -911,6 +929,14 @@ void Builder::print_block(std::string& out, const Block& block, int indent) cons
       result_types += type_of(op.first_result + i).str();
     }
     out += op.num_results == 1 ? result_types : "(" + result_types + ")";
+    if (op.bf16_split >= 0) {
+      std::string group = std::to_string(op.bf16_split);
+      out += " loc(\"";
+      out += kBf16SplitLoc;
+      out += group + "\")";
+      out += kBf16SplitMarker;
+      out += group;
+    }
     out += "\n";
   }
 }

@@ -18,6 +18,16 @@ namespace torch_tpu::hlo {
 
 class Builder;
 
+// Ends the printed line of an op that takes or makes the bf16 copy of an f32
+// value already rounded to bf16 (a dot's split operand), followed by the
+// dot's group number: the program means the same with those types read as
+// f32 (pjrt::Client::compile falls back to that, per group, when XLA:CPU
+// would run such a dot in a kernel without bf16 x bf16 -> f32). The ops of a
+// group also carry loc("tt_bf16_dot_<group>"), which XLA keeps as the
+// op_name metadata of the optimized dot.
+inline constexpr std::string_view kBf16SplitMarker = " // tt:bf16-split ";
+inline constexpr std::string_view kBf16SplitLoc = "tt_bf16_dot_";
+
 // An SSA value of a Builder. Cheap to copy; valid while its Builder lives.
 class Value {
  public:
@@ -152,8 +162,12 @@ class Builder {
   Value select(Value pred, Value on_true, Value on_false);
   Value clamp(Value lo, Value x, Value hi);
   Value convert(Value x, ElementType dtype);
+  // A convert emitted even when `x` already has `dtype` (a no-op to XLA).
+  Value convert_as_written(Value x, ElementType dtype);
   Value bitcast_convert(Value x, const TensorType& type);
   Value reduce_precision(Value x, int exponent_bits, int mantissa_bits);
+  // Marks the op that made `x` as one of group `group` (see kBf16SplitMarker).
+  void mark_bf16_split(Value x, int group);
 
   // ---- shape -------------------------------------------------------------
   Value reshape(Value x, const std::vector<int64_t>& shape);
@@ -242,6 +256,7 @@ class Builder {
     int first_result, num_results;
     std::string attributes;
     std::vector<int> regions;  // indices into blocks_
+    int bf16_split = -1;       // the group printed with kBf16SplitMarker
   };
   struct Block {
     std::vector<int> args;

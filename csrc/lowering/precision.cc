@@ -1,6 +1,9 @@
 #include "precision.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 namespace torch_tpu::lowering {
 
@@ -13,6 +16,25 @@ Values bf16_terms(Builder& b, Value x, int n) {
     if (i + 1 < n) rest = b.sub(rest, term);      // exact in f32
   }
   return terms;
+}
+
+namespace {
+std::atomic<bool> g_bf16_split_default{false};
+}  // namespace
+
+void set_bf16_split_dots_default(bool on) { g_bf16_split_default.store(on); }
+
+bool checked_bf16_dots() {
+  return g_bf16_split_default.load(std::memory_order_relaxed) || bf16_split_dots();
+}
+
+bool bf16_split_dots() {
+  static const int forced = [] {  // -1: unset
+    const char* v = std::getenv("TORCH_TPU_BF16_DOTS");
+    if (v == nullptr || *v == '\0') return -1;
+    return std::strcmp(v, "0") == 0 ? 0 : 1;
+  }();
+  return forced >= 0 ? forced == 1 : g_bf16_split_default.load(std::memory_order_relaxed);
 }
 
 namespace {
@@ -113,13 +135,28 @@ Value precise_dot(Context& c, Value lhs, Value rhs, const DotDims& dims, bool ke
   bool half = t == ElementType::kBF16 || t == ElementType::kF16;
   ElementType acc = half ? ElementType::kF32 : t;
   const char* name = dot_precision_name(c.precision, t);
-  // The split terms of f32 operands are bf16-exact, but they stay f32: XLA:CPU's
-  // generic dot kernel rejects bf16 x bf16 -> f32 ("Unsupported element type
-  // for DotThunk"), and which dots it sends there rather than to its bf16 gemm
-  // depends on more than the operand layout (SDPA's backward at small sizes).
+  // The split terms of f32 operands are bf16-exact: the dot takes them as
+  // bf16 (converting is exact) with an f32 result, so XLA:CPU runs it on its
+  // bf16 gemm with the same products. Its generic dot kernel rejects bf16 x
+  // bf16 -> f32 ("Unsupported element type for DotThunk"), and which dots go
+  // there depends on the whole optimized program, so the converts and the dot
+  // are marked: pjrt::Client::compile checks the optimized program and
+  // recompiles with those types read as f32 where a dot would not run.
+  bool split = t == ElementType::kF32 && c.precision != Precision::kFloat32 && bf16_split_dots();
+  // A bf16 dot (bf16 operands, f32 result) meets the same kernel: its
+  // operands go through marked no-op converts, which the fallback turns into
+  // converts to f32 (exact), so it too can be put back in f32.
+  bool bf16 = t == ElementType::kBF16 && checked_bf16_dots();
   Value r = precise(c.b, c.precision, lhs, rhs, [&](Value l, Value r) {
-    return c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract, acc,
-                           name);
+    if (!split && !bf16)
+      return c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract, acc,
+                             name);
+    l = c.b.convert_as_written(l, ElementType::kBF16);
+    r = c.b.convert_as_written(r, ElementType::kBF16);
+    Value out = c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract,
+                                acc, name);
+    for (Value v : {l, r, out}) c.b.mark_bf16_split(v, out.id());
+    return out;
   });
   return half && !keep_f32 ? c.b.convert(r, t) : r;
 }

@@ -35,6 +35,19 @@ Values bf16_terms(Builder& b, Value x, int n);
 // f64 contraction (so a GPU does not use TF32, a TPU uses all its passes).
 const char* dot_precision_name(Precision p, ElementType dtype);
 
+// Whether f32 dots take their bf16 split terms as bf16 operands with an f32
+// result (the values are the same either way; XLA:CPU then runs them on its
+// bf16 gemm). TORCH_TPU_BF16_DOTS=0 or 1 decides; unset, the plugin's default
+// (set_bf16_split_dots_default: the Engine turns it on for XLA:CPU, where
+// pjrt::Client::compile checks the optimized program and puts the dots its
+// bf16 gemm would not take back in f32).
+bool bf16_split_dots();
+// Whether bf16 dots (bf16 operands, f32 result) are marked the same way, so
+// that pjrt::Client::compile can put one XLA:CPU would not run back in f32:
+// on XLA:CPU (whatever TORCH_TPU_BF16_DOTS says) or with bf16_split_dots().
+bool checked_bf16_dots();
+void set_bf16_split_dots_default(bool on);
+
 struct DotDims {
   std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
 };

@@ -1,5 +1,7 @@
 #include "executable.h"
 
+#include <algorithm>
+
 namespace torch_tpu::pjrt {
 
 Executable::Executable(const PJRT_Api* api, PJRT_LoadedExecutable* exe)
@@ -58,6 +60,29 @@ std::string Executable::serialize() const {
   if (a.serialized_executable_deleter != nullptr)
     a.serialized_executable_deleter(a.serialized_executable);
   return bytes;
+}
+
+Executable::Program Executable::optimized_program() const {
+  if (api_->PJRT_Executable_OptimizedProgram == nullptr) return {};
+  // The plugin names the format it writes (and owns that string); the code
+  // buffer is ours: the first call gives its size, the second fills it.
+  auto program = PJRT_STRUCT(PJRT_Program);
+  auto a = PJRT_ARGS(PJRT_Executable_OptimizedProgram);
+  a.executable = exe_view_;
+  a.program = &program;
+  try {
+    PJRT_CALL(api_, PJRT_Executable_OptimizedProgram, a);
+    std::string code(program.code_size, '\0');
+    program.code = code.data();
+    PJRT_CALL(api_, PJRT_Executable_OptimizedProgram, a);
+    code.resize(std::min(code.size(), program.code_size));
+    std::string format = program.format == nullptr
+                             ? std::string()
+                             : std::string(program.format, program.format_size);
+    return {std::move(format), std::move(code)};
+  } catch (const std::exception&) {
+    return {};
+  }
 }
 
 }  // namespace torch_tpu::pjrt

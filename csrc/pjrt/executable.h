@@ -33,6 +33,14 @@ class Executable {
   // executable; empty when the plugin cannot serialize.
   std::string serialize() const;
 
+  // The optimized program as the plugin gives it (XLA's plugins: format
+  // "hlo_with_config", a serialized HloModuleProtoWithConfig); both empty
+  // when the plugin does not give it.
+  struct Program {
+    std::string format, code;
+  };
+  Program optimized_program() const;
+
  private:
   const PJRT_Api* api_;  // the plugin's table, alive for the process
   PJRT_LoadedExecutable* exe_;

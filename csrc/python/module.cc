@@ -11,6 +11,7 @@
 #include "../aten/fallback.h"
 #include "../aten/generator.h"
 #include "../aten/precision.h"
+#include "../lowering/precision.h"
 #include "../aten/storage.h"
 #include "../engine/engine.h"
 #include "../lowering/registry.h"
@@ -89,6 +90,17 @@ PYBIND11_MODULE(_C, m) {
     d["disk_bytes"] = s.disk_bytes;
     d["compile_seconds"] = s.compile_seconds;
     d["directory"] = Engine::get().cache().directory();
+    return d;
+  });
+  m.def("_bf16_split_dots", [] {
+    Engine::get();  // the plugin decides the default
+    return torch_tpu::lowering::bf16_split_dots();
+  });
+  m.def("_bf16_split_stats", [] {
+    const auto& client = Engine::get().client();
+    py::dict d;
+    d["fallbacks"] = client.bf16_split_fallbacks();  // all split dots in f32
+    d["partial"] = client.bf16_split_partial();      // some of them in f32
     return d;
   });
   m.def("_cache_clear", [](bool disk) { Engine::get().cache().clear(disk); });

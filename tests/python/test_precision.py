@@ -1,6 +1,8 @@
 """TPU matmul precision modes: the error of each mode against a float64 CPU
 reference (matmul, convolution, attention), the API, and that a mode change
 emits a different program."""
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -109,15 +111,18 @@ def test_transposed_operands_keep_each_modes_numbers(name):
 
 def test_default_dot_contracts_the_weight_as_stored():
     # A linear layer's weight is read through .t(): the dot contracts the
-    # weight as it is stored, its operands the bf16-rounded values in f32.
+    # weight as it is stored, its operands the bf16-rounded values.
     f = torch.compile(lambda x, w: x @ w.t(), backend="tpu")
     x, w = torch.randn(8, 16), torch.randn(4, 16)
     y = f(x.to("tpu"), w.to("tpu")).cpu()
     torch.testing.assert_close(y, x.bfloat16().float() @ w.bfloat16().float().t())
     text = torch_tpu.compiler.graphs()[-1][1]
     dot = [line for line in text.splitlines() if "stablehlo.dot_general" in line]
-    # the weight as stored ([4, 16]), not its transpose ([16, 4])
-    assert len(dot) == 1 and "xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>" in dot[0], dot
+    # the weight as stored ([4, 16]), not its transpose ([16, 4]); the operands
+    # are bf16 (exactly the rounded values) in the bf16 split mode (the default
+    # on XLA:CPU; TORCH_TPU_BF16_DOTS)
+    dt = "bf16" if torch_tpu._C._bf16_split_dots() else "f32"
+    assert len(dot) == 1 and f"x{dt}>, tensor<4x16x{dt}>) -> tensor<8x4xf32>" in dot[0], dot
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 4, 8), (2, 3, 5, 16), (1, 2, 64, 32)])
