@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "../engine/engine.h"
+#include "../lowering/precision.h"
 
 namespace torch_tpu::aten {
 
@@ -16,12 +17,17 @@ int current_device() { return t_current_device; }
 int device_count() noexcept {
   try {
     auto& e = engine::Engine::get();
-    static bool warnings_routed = [&] {
+    static bool wired = [&] {
       // Engine warnings (recompilations) surface as Python warnings.
       e.set_warning_handler([](const std::string& m) { TORCH_WARN(m); });
+      // XLA:CPU runs f32 dots fastest with their bf16 split terms as bf16
+      // operands (lowering/precision.h); other plugins keep f32 operands
+      // unless TORCH_TPU_BF16_DOTS=1. Every kernel checks its device (this
+      // function) before it lowers anything.
+      lowering::set_bf16_split_dots_default(e.client().platform_name() == "cpu");
       return true;
     }();
-    (void)warnings_routed;
+    (void)wired;
     return e.device_count();
   } catch (...) {
     return 0;

@@ -1,7 +1,5 @@
 #include "engine.h"
 
-#include "../lowering/precision.h"
-
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -118,10 +116,6 @@ Engine::Engine() {
   } catch (const pjrt::Error&) {
     client_ = std::make_unique<pjrt::Client>(plugin);  // plugin without that option
   }
-  // XLA:CPU runs f32 dots fastest with their bf16 split terms as bf16
-  // operands (lowering/precision.h); other plugins keep f32 operands unless
-  // TORCH_TPU_BF16_DOTS=1.
-  lowering::set_bf16_split_dots_default(client_->platform_name() == "cpu");
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
   if (Warmup::wanted(c.plugin_path)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
   reset_recording();

@@ -38,7 +38,7 @@ const char* dot_precision_name(Precision p, ElementType dtype);
 // Whether f32 dots take their bf16 split terms as bf16 operands with an f32
 // result (the values are the same either way; XLA:CPU then runs them on its
 // bf16 gemm). TORCH_TPU_BF16_DOTS=0 or 1 decides; unset, the plugin's default
-// (set_bf16_split_dots_default: the Engine turns it on for XLA:CPU, where
+// (set_bf16_split_dots_default: aten/device.cc turns it on for XLA:CPU, where
 // pjrt::Client::compile checks the optimized program and puts the dots its
 // bf16 gemm would not take back in f32).
 bool bf16_split_dots();
