@@ -1,5 +1,7 @@
 #include "cache.h"
 
+#include "bf16_dots.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -137,7 +139,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
     ++stats_.disk_hits;
   } else {
     auto start = std::chrono::steady_clock::now();
-    exe = client_.compile(program);
+    exe = compile_checked(client_, program);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics_.count("compiles");
@@ -166,7 +168,7 @@ std::string Cache::path_of(const std::string& program) const {
 pjrt::ExecutablePtr Cache::get_uncounted(const std::string& program) {
   std::string path = path_of(program);
   if (pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program)) return exe;
-  pjrt::ExecutablePtr exe = client_.compile(program);
+  pjrt::ExecutablePtr exe = compile_checked(client_, program);
   if (!path.empty()) store(path, program, *exe, /*counted=*/false);
   return exe;
 }

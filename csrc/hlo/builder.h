@@ -21,7 +21,7 @@ class Builder;
 // Ends the printed line of an op that takes or makes the bf16 copy of an f32
 // value already rounded to bf16 (a dot's split operand), followed by the
 // dot's group number: the program means the same with those types read as
-// f32 (pjrt::Client::compile falls back to that, per group, when XLA:CPU
+// f32 (engine::compile_checked falls back to that, per group, when XLA:CPU
 // would run such a dot in a kernel without bf16 x bf16 -> f32). The ops of a
 // group also carry loc("tt_bf16_dot_<group>"), which XLA keeps as the
 // op_name metadata of the optimized dot.

@@ -140,7 +140,7 @@ Value precise_dot(Context& c, Value lhs, Value rhs, const DotDims& dims, bool ke
   // bf16 gemm with the same products. Its generic dot kernel rejects bf16 x
   // bf16 -> f32 ("Unsupported element type for DotThunk"), and which dots go
   // there depends on the whole optimized program, so the converts and the dot
-  // are marked: pjrt::Client::compile checks the optimized program and
+  // are marked: engine::compile_checked checks the optimized program and
   // recompiles with those types read as f32 where a dot would not run.
   bool split = t == ElementType::kF32 && c.precision != Precision::kFloat32 && bf16_split_dots();
   // A bf16 dot (bf16 operands, f32 result) meets the same kernel: its

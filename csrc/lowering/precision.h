@@ -39,11 +39,11 @@ const char* dot_precision_name(Precision p, ElementType dtype);
 // result (the values are the same either way; XLA:CPU then runs them on its
 // bf16 gemm). TORCH_TPU_BF16_DOTS=0 or 1 decides; unset, the plugin's default
 // (set_bf16_split_dots_default: aten/device.cc turns it on for XLA:CPU, where
-// pjrt::Client::compile checks the optimized program and puts the dots its
+// engine::compile_checked checks the optimized program and puts the dots its
 // bf16 gemm would not take back in f32).
 bool bf16_split_dots();
 // Whether bf16 dots (bf16 operands, f32 result) are marked the same way, so
-// that pjrt::Client::compile can put one XLA:CPU would not run back in f32:
+// that engine::compile_checked can put one XLA:CPU would not run back in f32:
 // on XLA:CPU (whatever TORCH_TPU_BF16_DOTS says) or with bf16_split_dots().
 bool checked_bf16_dots();
 void set_bf16_split_dots_default(bool on);

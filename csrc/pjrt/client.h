@@ -41,20 +41,11 @@ class Client {
   BufferPtr buffer_from_host(const void* data, PJRT_Buffer_Type type,
                              const std::vector<int64_t>& dims, int index) const;
 
-  // Compiles MLIR text (StableHLO) for one replica, one partition. A
-  // program with bf16 split dots (hlo::kBf16SplitMarker) is compiled again
-  // with some of them in f32 (those XLA:CPU would run in a kernel that
-  // rejects bf16 x bf16 -> f32), or all of them when that cannot be told.
+  // Compiles MLIR text (StableHLO) for one replica, one partition.
   ExecutablePtr compile(const std::string& mlir) const;
-  // Programs compiled again with all of their split dots in f32, and with
-  // only some of them.
-  int64_t bf16_split_fallbacks() const { return bf16_split_fallbacks_; }
-  int64_t bf16_split_partial() const { return bf16_split_partial_; }
   ExecutablePtr deserialize(const std::string& bytes) const;
 
  private:
-  ExecutablePtr compile_as_is(const std::string& mlir) const;
-  mutable std::atomic<int64_t> bf16_split_fallbacks_{0}, bf16_split_partial_{0};
   std::shared_ptr<Plugin> plugin_;  // keeps the API table loaded
   const PJRT_Api* api_;
   PJRT_Client* client_ = nullptr;

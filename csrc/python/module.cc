@@ -13,6 +13,7 @@
 #include "../aten/precision.h"
 #include "../lowering/precision.h"
 #include "../aten/storage.h"
+#include "../engine/bf16_dots.h"
 #include "../engine/engine.h"
 #include "../lowering/registry.h"
 
@@ -93,14 +94,14 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_bf16_split_dots", [] {
-    Engine::get();  // the plugin decides the default
+    torch_tpu::aten::device_count();  // wires the plugin's default (aten/device.cc)
     return torch_tpu::lowering::bf16_split_dots();
   });
   m.def("_bf16_split_stats", [] {
-    const auto& client = Engine::get().client();
+    auto s = torch_tpu::engine::bf16_split_stats();
     py::dict d;
-    d["fallbacks"] = client.bf16_split_fallbacks();  // all split dots in f32
-    d["partial"] = client.bf16_split_partial();      // some of them in f32
+    d["fallbacks"] = s.fallbacks;  // all split dots in f32
+    d["partial"] = s.partial;      // some of them in f32
     return d;
   });
   m.def("_cache_clear", [](bool disk) { Engine::get().cache().clear(disk); });
