@@ -16,6 +16,8 @@
 #include <unordered_map>
 
 #include "../lowering/registry.h"
+#include "arguments.h"
+#include "defer.h"
 #include "device.h"
 #include "generator.h"
 #include "kernel.h"
@@ -41,6 +43,19 @@ bool is_unit(const c10::IValue& v) {
          (v.isBool() && v.toBool());
 }
 
+// The eager reader: tensors and numbers are bound into the builder now.
+class Bind final : public ArgReader {
+ public:
+  explicit Bind(engine::Engine& e) : e_(e) {}
+  hlo::Value tensor(const at::Tensor& t) override { return read(e_, t); }
+  hlo::Value scalar(hlo::ElementType dtype, uint64_t bits) override {
+    return e_.scalar(dtype, bits);
+  }
+
+ private:
+  engine::Engine& e_;
+};
+
 std::mutex g_plans_mu;
 std::unordered_map<c10::OperatorName, Plan>& plans() {
   static std::unordered_map<c10::OperatorName, Plan> p;
@@ -51,10 +66,6 @@ std::set<std::string>& served() {
   return s;
 }
 
-std::string full_name(const c10::OperatorName& n) {
-  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
-}
-
 bool writes(const c10::Argument& a) {
   return a.alias_info() != nullptr && a.alias_info()->isWrite();
 }
@@ -63,166 +74,6 @@ bool writes(const c10::Argument& a) {
 // although its schema does not mark them as written.
 bool writes_undeclared(const c10::FunctionSchema& s, size_t i) {
   return s.name() == "aten::native_batch_norm" && s.overload_name().empty() && (i == 3 || i == 4);
-}
-
-// ---- arguments --------------------------------------------------------------
-
-struct CallState {
-  int device = -1;
-  bool wide = false;  // a float64 tensor takes part: Python floats enter as f64
-};
-
-void note_tensor(const at::Tensor& t, CallState& s, const c10::OperatorName& op) {
-  if (!t.defined()) return;
-  if (t.scalar_type() == at::kDouble) s.wide = true;
-  if (t.device().type() == c10::DeviceType::PrivateUse1) {
-    int d = t.device().index();
-    TORCH_CHECK(s.device < 0 || s.device == d,
-                "Expected all tensors to be on the same device, but found at least two "
-                "devices, tpu:", s.device, " and tpu:", d, "! (in ", full_name(op), ")");
-    s.device = d;
-  } else {
-    TORCH_CHECK(t.dim() == 0 && t.device().is_cpu(),
-                "Expected all tensors to be on the same device, but found at least two "
-                "devices, tpu and ", t.device(), "! (in ", full_name(op),
-                "; move it with .to('tpu'))");
-  }
-}
-
-void scan(const c10::IValue& v, CallState& s, const c10::OperatorName& op) {
-  if (v.isTensor()) {
-    note_tensor(v.toTensor(), s, op);
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) note_tensor(t, s, op);
-  } else if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef())
-      if (e.isTensor()) note_tensor(e.toTensor(), s, op);
-  } else if (v.isDevice() && s.device < 0 && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
-    s.device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
-  }
-}
-
-// The value of a CPU 0-dim tensor. Python numbers arrive as such tensors
-// (f64, i64, bool); reading them directly skips a dispatch through item().
-c10::Scalar cpu_scalar(const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kDouble: return *t.const_data_ptr<double>();
-    case at::kFloat: return *t.const_data_ptr<float>();
-    case at::kLong: return *t.const_data_ptr<int64_t>();
-    case at::kInt: return *t.const_data_ptr<int32_t>();
-    case at::kBool: return *t.const_data_ptr<bool>();
-    default: return t.item();
-  }
-}
-
-Arg tensor_arg(engine::Engine& e, const at::Tensor& t) {
-  Arg a;
-  if (!t.defined()) return a;
-  a.kind = Arg::kTensor;
-  if (t.device().type() == c10::DeviceType::PrivateUse1) {
-    a.tensor = read(e, t);
-  } else {  // a CPU 0-dim tensor: a host scalar
-    a.tensor = host_scalar(e, cpu_scalar(t), to_hlo(t.scalar_type()));
-    a.scalar = t.unsafeGetTensorImpl()->is_wrapped_number();
-  }
-  return a;
-}
-
-Arg convert(engine::Engine& e, const c10::Argument& schema_arg, const c10::IValue& v,
-            CallState& s) {
-  Arg a;
-  c10::TypePtr type = schema_arg.real_type();
-  if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
-  c10::TypeKind kind = type->kind();
-  if (v.isNone()) {
-    if (kind == c10::TypeKind::GeneratorType) {
-      // The device's default generator.
-      auto* g = default_generator(s.device).get<TpuGenerator>();
-      a.kind = Arg::kGenerator;
-      uint64_t offset = g->get_offset();
-      a.tensors = {e.scalar(hlo::ElementType::kU64, g->current_seed()),
-                   e.scalar(hlo::ElementType::kU64, offset)};
-      a.i = static_cast<int64_t>(offset);
-    }
-    return a;
-  }
-  switch (kind) {
-    case c10::TypeKind::TensorType:
-      return tensor_arg(e, v.toTensor());
-    case c10::TypeKind::NumberType:  // Scalar
-      a.kind = Arg::kTensor;
-      a.scalar = true;
-      a.tensor = host_scalar(e, v.toScalar(), scalar_dtype(v.toScalar(), s.wide));
-      return a;
-    case c10::TypeKind::IntType:
-    case c10::TypeKind::SymIntType:
-      a.kind = Arg::kInt;
-      a.i = v.toInt();
-      return a;
-    case c10::TypeKind::FloatType:
-      a.kind = Arg::kDouble;
-      a.d = v.toDouble();
-      return a;
-    case c10::TypeKind::BoolType:
-      a.kind = Arg::kBool;
-      a.b = v.toBool();
-      return a;
-    case c10::TypeKind::StringType:
-      a.kind = Arg::kString;
-      a.s = v.toStringRef();
-      return a;
-    case c10::TypeKind::ScalarTypeType:
-      a.kind = Arg::kDtype;
-      a.dtype = to_hlo(static_cast<c10::ScalarType>(v.toInt()));
-      return a;
-    case c10::TypeKind::GeneratorType: {
-      auto gen = v.toGenerator();
-      auto* g = gen.get<TpuGenerator>();
-      TORCH_CHECK(g != nullptr, "expected a tpu generator");
-      a.kind = Arg::kGenerator;
-      a.tensors = {e.scalar(hlo::ElementType::kU64, g->current_seed()),
-                   e.scalar(hlo::ElementType::kU64, g->get_offset())};
-      a.i = static_cast<int64_t>(g->get_offset());
-      return a;
-    }
-    case c10::TypeKind::ListType: {
-      auto elem = type->castRaw<c10::ListType>()->getElementType();
-      if (auto o = elem->cast<c10::OptionalType>()) elem = o->getElementType();
-      switch (elem->kind()) {
-        case c10::TypeKind::TensorType:
-          a.kind = Arg::kTensorList;
-          for (const c10::IValue& t : v.toListRef()) {
-            Arg ta = t.isNone() ? Arg() : tensor_arg(e, t.toTensor());
-            a.tensors.push_back(ta.tensor);
-          }
-          return a;
-        case c10::TypeKind::IntType:
-        case c10::TypeKind::SymIntType:
-          a.kind = Arg::kIntList;
-          for (const c10::IValue& x : v.toListRef()) a.ints.push_back(x.toInt());
-          return a;
-        case c10::TypeKind::FloatType:
-          a.kind = Arg::kDoubleList;
-          for (const c10::IValue& x : v.toListRef()) a.doubles.push_back(x.toDouble());
-          return a;
-        case c10::TypeKind::BoolType:
-          a.kind = Arg::kBoolList;
-          for (const c10::IValue& x : v.toListRef()) a.bools.push_back(x.toBool());
-          return a;
-        case c10::TypeKind::NumberType:
-          a.kind = Arg::kTensorList;
-          for (const c10::IValue& x : v.toListRef())
-            a.tensors.push_back(host_scalar(e, x.toScalar(), scalar_dtype(x.toScalar(), s.wide)));
-          return a;
-        default:
-          break;
-      }
-      break;
-    }
-    default:
-      break;  // Layout, Device, MemoryFormat: no effect on values
-  }
-  return a;
 }
 
 // Tensors of the stack values `vals`, flattened (lists expand).
@@ -292,7 +143,66 @@ class KernelTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
+// Lowers the call into the builder and writes its results.
+void lower_now(engine::Engine& e, const c10::FunctionSchema& schema, const Plan& plan,
+               c10::ArrayRef<c10::IValue> args, CallState& state, const OpMeta& meta,
+               c10::ArrayRef<at::Tensor> mutated, c10::SmallVectorImpl<at::Tensor>& results) {
+  Bind bind(e);
+  Args largs;
+  largs.reserve(plan.inputs.size());
+  for (size_t i : plan.inputs) {
+    if (omits(plan, args, i))
+      largs.emplace_back();
+    else
+      largs.push_back(convert(bind, schema.arguments()[i], args[i], state));
+  }
+  if (plan.implicit_generator)
+    largs.push_back(convert(bind, default_generator_argument(), c10::IValue(), state));
+  lowering::Context ctx{e.builder(), meta.types, lowering::LazyPrecision(&current_precision),
+                        plan.lowering};
+  hlo::Values outs;
+  try {
+    outs = (*plan.fn)(ctx, largs);
+  } catch (const lowering::Unsupported& u) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", full_name(schema.operator_name()),
+                                " is not supported for these arguments: ", u.what(),
+                                ". Set TORCH_TPU_CPU_FALLBACK=1 to run unsupported ops on the CPU.");
+  } catch (const lowering::InvalidArgument& bad) {
+    TORCH_CHECK(false, bad.what());
+  } catch (const hlo::TypeError& t) {
+    TORCH_CHECK(false, "tpu: internal error lowering ", full_name(schema.operator_name()), ": ",
+                t.what());
+  }
+  if (ctx.precision.used()) plan.reads_precision = true;
+  TORCH_CHECK(outs.size() == ctx.outputs.size(), "tpu: internal error: lowering of ",
+              plan.lowering, " returned ", outs.size(), " values, expected ",
+              ctx.outputs.size());
+  for (size_t i = 0; i < outs.size(); ++i)
+    TORCH_CHECK(outs[i].shape() == ctx.outputs[i].shape, "tpu: internal error: lowering of ",
+                plan.lowering, " produced ", outs[i].type().str(), " for output ", i,
+                ", expected ", ctx.outputs[i].str());
+  for (size_t i = 0; i < meta.fresh.size(); ++i) {
+    const TensorMeta& m = meta.fresh[i];
+    at::Tensor t = at::detail::empty_strided_generic(
+        m.sizes, m.strides, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+        m.dtype);
+    write(e, t, outs[i]);
+    results.push_back(std::move(t));
+  }
+  for (size_t i = 0; i < mutated.size(); ++i) {
+    const at::Tensor& t = mutated[i];
+    const TensorMeta& m = meta.mutated[i];
+    if (t.sizes() != c10::IntArrayRef(m.sizes)) resize(t, m.sizes, m.strides);
+    write(e, t, outs[meta.fresh.size() + i]);
+  }
+}
+
 }  // namespace
+
+bool omits(const Plan& plan, c10::ArrayRef<c10::IValue> args, size_t i) {
+  return is_unit(args[i]) && std::find(plan.unit_scales.begin(), plan.unit_scales.end(),
+                                       static_cast<int>(i)) != plan.unit_scales.end();
+}
 
 Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   auto& e = engine::Engine::get();
@@ -327,57 +237,15 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
   const std::string* site = python_site();
   c10::DeviceGuard device_guard(c10::Device(c10::DeviceType::PrivateUse1, state.device));
   int64_t drawn = 0;
+  for (const hlo::TensorType& t : meta.types) drawn += t.numel();
   {
     auto guard = e.lock();
     e.begin(state.device);
-    Args largs;
-    largs.reserve(plan.inputs.size());
-    for (size_t i : plan.inputs) {
-      if (is_unit(args[i]) && std::find(plan.unit_scales.begin(), plan.unit_scales.end(),
-                                        static_cast<int>(i)) != plan.unit_scales.end())
-        largs.emplace_back();
-      else
-        largs.push_back(convert(e, schema.arguments()[i], args[i], state));
-    }
-    if (plan.implicit_generator)
-      largs.push_back(convert(e, default_generator_argument(), c10::IValue(), state));
-    lowering::Context ctx{e.builder(), meta.types, lowering::LazyPrecision(&current_precision),
-                          plan.lowering};
-    hlo::Values outs;
-    try {
-      outs = (*plan.fn)(ctx, largs);
-    } catch (const lowering::Unsupported& u) {
-      TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", full_name(schema.operator_name()),
-                                  " is not supported for these arguments: ", u.what(),
-                                  ". Set TORCH_TPU_CPU_FALLBACK=1 to run unsupported ops on the CPU.");
-    } catch (const lowering::InvalidArgument& bad) {
-      TORCH_CHECK(false, bad.what());
-    } catch (const hlo::TypeError& t) {
-      TORCH_CHECK(false, "tpu: internal error lowering ", full_name(schema.operator_name()), ": ",
-                  t.what());
-    }
-    TORCH_CHECK(outs.size() == ctx.outputs.size(), "tpu: internal error: lowering of ",
-                plan.lowering, " returned ", outs.size(), " values, expected ",
-                ctx.outputs.size());
-    for (size_t i = 0; i < outs.size(); ++i) {
-      TORCH_CHECK(outs[i].shape() == ctx.outputs[i].shape, "tpu: internal error: lowering of ",
-                  plan.lowering, " produced ", outs[i].type().str(), " for output ", i,
-                  ", expected ", ctx.outputs[i].str());
-      drawn += ctx.outputs[i].numel();
-    }
-    for (size_t i = 0; i < meta.fresh.size(); ++i) {
-      const TensorMeta& m = meta.fresh[i];
-      at::Tensor t = at::detail::empty_strided_generic(
-          m.sizes, m.strides, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-          m.dtype);
-      write(e, t, outs[i]);
-      ran.results.push_back(std::move(t));
-    }
-    for (size_t i = 0; i < mutated.size(); ++i) {
-      const at::Tensor& t = mutated[i];
-      const TensorMeta& m = meta.mutated[i];
-      if (t.sizes() != c10::IntArrayRef(m.sizes)) resize(t, m.sizes, m.strides);
-      write(e, t, outs[meta.fresh.size() + i]);
+    uint64_t signature = 0;
+    if (!e.deferral_enabled() ||
+        !try_defer(e, schema, plan, args, state, ran.meta, mutated, ran.results, &signature)) {
+      lower_now(e, schema, plan, args, state, meta, mutated, ran.results);
+      note_lowered(signature);
     }
     e.end(plan.lowering.c_str(), site);
   }

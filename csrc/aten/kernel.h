@@ -23,7 +23,14 @@ struct Plan {
   std::vector<size_t> generators;       // Generator? arguments
   bool implicit_generator = false;      // draws from the default generator unasked
   std::vector<int> unit_scales;         // `alpha`/`beta` arguments left out when 1
+  // The lowering has asked for the matmul precision (set when it first does,
+  // under the engine lock): deferred calls then capture it.
+  mutable bool reads_precision = false;
 };
+
+// Whether argument `i` is an `alpha`/`beta` of exactly 1 that the lowering
+// leaves out (Plan::unit_scales).
+bool omits(const Plan& plan, c10::ArrayRef<c10::IValue> args, size_t i);
 
 // One call's outcome: the output metadata and the fresh (non-aliasing)
 // result tensors in order. Written arguments have been updated in place.

@@ -171,7 +171,7 @@ hlo::ElementType scalar_dtype(const c10::Scalar& s, bool wide) {
   return wide ? ElementType::kF64 : ElementType::kF32;
 }
 
-hlo::Value host_scalar(engine::Engine& e, const c10::Scalar& s, hlo::ElementType dtype) {
+uint64_t scalar_bits(const c10::Scalar& s, hlo::ElementType dtype) {
   uint64_t bits = 0;
   switch (dtype) {
     case ElementType::kPred: bits = s.toBool() ? 1 : 0; break;
@@ -194,7 +194,79 @@ hlo::Value host_scalar(engine::Engine& e, const c10::Scalar& s, hlo::ElementType
       break;
     }
   }
-  return e.scalar(dtype, bits);
+  return bits;
+}
+
+hlo::Value host_scalar(engine::Engine& e, const c10::Scalar& s, hlo::ElementType dtype) {
+  return e.scalar(dtype, scalar_bits(s, dtype));
+}
+
+// ---- deferred lowering ------------------------------------------------------
+
+namespace {
+
+// The zeros an unwritten storage reads as (see flat_value), deferred.
+class DeferredZeros final : public engine::DeferredOp {
+ public:
+  DeferredZeros(uint32_t index, hlo::TensorType type) : index_(index), type_(std::move(type)) {}
+  void lower(engine::Engine& e) override { e.set_trace_result(index_, e.builder().full(type_, 0)); }
+
+ private:
+  uint32_t index_;
+  hlo::TensorType type_;
+};
+
+}  // namespace
+
+bool capture_read(engine::Engine& e, const at::Tensor& t, CapturedRead* r) {
+  StorageState& st = state_of(t);
+  ElementType dtype = to_hlo(t.scalar_type());
+  if (!st.value && e.deferring()) {
+    hlo::TensorType zeros{dtype, {static_cast<int64_t>(st.nbytes / engine::element_size(dtype))}};
+    uint32_t index = 0;
+    st.value = e.placeholder(zeros, &index);
+    st.dtype = dtype;
+    e.defer(std::make_unique<DeferredZeros>(index, zeros),
+            engine::mix(0x2E2050 + static_cast<uint64_t>(dtype), st.nbytes));
+  }
+  // A storage holding another dtype (a reinterpreting view) is read by the
+  // builder path. (An unwritten one outside a trace only gets a signature.)
+  if (st.value ? st.dtype != dtype : e.deferring()) return false;
+  if (e.deferring()) r->ref = e.trace_ref(st.value);  // else only the signature is wanted
+  r->dtype = dtype;
+  r->nbytes = st.nbytes;
+  r->whole = whole_and_contiguous(t, st);
+  r->view.sizes.assign(t.sizes().begin(), t.sizes().end());
+  if (!r->whole) {
+    r->view.strides.assign(t.strides().begin(), t.strides().end());
+    r->view.offset = t.storage_offset();
+  }
+  return true;
+}
+
+hlo::Value replay_read(engine::Engine& e, const CapturedRead& r) {
+  hlo::Value flat = e.trace_input(r.ref);
+  if (r.whole) return e.builder().reshape(flat, r.view.sizes.data(), r.view.sizes.size());
+  return lowering::strided_read(e.builder(), flat, r.view);
+}
+
+bool can_capture_write(const at::Tensor& t) {
+  return whole_and_contiguous(t, state_of(t));
+}
+
+uint32_t capture_write(engine::Engine& e, const at::Tensor& t) {
+  StorageState& st = state_of(t);
+  ElementType dtype = to_hlo(t.scalar_type());
+  uint32_t index = 0;
+  st.value = e.placeholder(hlo::TensorType{dtype, {t.numel()}}, &index);
+  st.dtype = dtype;
+  return index;
+}
+
+void replay_write(engine::Engine& e, uint32_t index, hlo::Value v, hlo::ElementType dtype) {
+  auto& b = e.builder();
+  const int64_t n = v.type().numel();
+  e.set_trace_result(index, b.reshape(b.convert(v, dtype), &n, 1));
 }
 
 at::Tensor to_cpu(const at::Tensor& src) {

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "../engine/engine.h"
+#include "../lowering/strided.h"
 
 namespace torch_tpu::aten {
 
@@ -15,8 +16,28 @@ c10::ScalarType to_torch(hlo::ElementType t);
 // The following need the engine lock and an open op (Engine::begin).
 hlo::Value read(engine::Engine& e, const at::Tensor& t);
 void write(engine::Engine& e, const at::Tensor& t, hlo::Value v);
-// A 0-d program input for a host number, in `dtype`.
+// A 0-d program input for a host number, in `dtype`; its bits in `dtype`.
 hlo::Value host_scalar(engine::Engine& e, const c10::Scalar& s, hlo::ElementType dtype);
+uint64_t scalar_bits(const c10::Scalar& s, hlo::ElementType dtype);
+
+// Deferred lowering (engine/deferred.h): a read captured when the op is
+// recorded — the storage's value as a trace reference, the view — and
+// lowered later exactly as read() would have; and a whole-storage write
+// whose value is a placeholder until the op is lowered.
+struct CapturedRead {
+  engine::TraceRef ref;
+  hlo::ElementType dtype = hlo::ElementType::kF32;
+  size_t nbytes = 0;
+  bool whole = true;        // the view is the whole storage, row-major
+  lowering::Strided view;   // sizes; strides and offset unless whole
+};
+// False when this read must be lowered now (see capture_read in the .cc).
+bool capture_read(engine::Engine& e, const at::Tensor& t, CapturedRead* r);
+hlo::Value replay_read(engine::Engine& e, const CapturedRead& r);
+bool can_capture_write(const at::Tensor& t);
+// Makes `t`'s storage hold a new placeholder; returns its trace index.
+uint32_t capture_write(engine::Engine& e, const at::Tensor& t);
+void replay_write(engine::Engine& e, uint32_t index, hlo::Value v, hlo::ElementType dtype);
 // The dtype a Python number enters a program in (f32/f64, i64, i1, c64).
 hlo::ElementType scalar_dtype(const c10::Scalar& s, bool wide);
 

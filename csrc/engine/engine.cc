@@ -27,6 +27,8 @@ std::string program_signature(const hlo::Builder& b, const std::vector<OpSite>& 
 
 // Fused Eager flushes a program that grows past this many StableHLO ops.
 constexpr size_t kMaxProgramOps = 20000;
+// ... or past this many deferred ops (each lowers to a few StableHLO ops).
+constexpr size_t kMaxDeferredOps = 4000;
 
 // XLA:CPU's TreeReductionRewriter turns every reduction over a dimension
 // longer than 32 into a reduce-window plus a reduce, and XLA:CPU runs
@@ -117,6 +119,7 @@ Engine::Engine() {
     client_ = std::make_unique<pjrt::Client>(plugin);  // plugin without that option
   }
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
+  if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
   if (Warmup::wanted(c.plugin_path)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
   reset_recording();
 }
@@ -134,6 +137,13 @@ void Engine::reset_recording() {
   inputs_.clear();
   bound_.clear();
   produced_.clear();
+  recording_ = Recording::kEmpty;
+  deferred_.clear();
+  externals_.clear();
+  external_types_.clear();
+  external_index_.clear();
+  trace_nodes_.clear();
+  trace_key_ = 0;
 }
 
 void Engine::set_mode(Mode m) {
@@ -152,6 +162,7 @@ void Engine::begin(int device) {
 }
 
 hlo::Value Engine::use(const ValuePtr& v) {
+  if (recording_ != Recording::kBuilder) to_builder();
   if (!v->materialized()) {
     if (v->epoch_ != epoch_ || !v->node_.valid())
       throw pjrt::Error("internal: a pending value outlived its program");
@@ -160,36 +171,36 @@ hlo::Value Engine::use(const ValuePtr& v) {
   if (v->device_ != device_)
     throw pjrt::Error("a value on tpu:" + std::to_string(v->device_) +
                       " was used by an op on tpu:" + std::to_string(device_));
-  const pjrt::Buffer* key = v->buffer_.get();
-  auto it = bound_.find(key);
-  if (it != bound_.end()) return it->second;
-  hlo::Value p = builder_->parameter(v->type_);
-  inputs_.push_back(v->buffer_);
-  bound_.emplace(key, p);
-  return p;
+  return bind(v->buffer_, v->type_);
 }
 
-hlo::Value Engine::scalar(hlo::ElementType dtype, uint64_t bits) {
-  auto key = std::make_tuple(static_cast<int>(dtype), bits, device_);
-  auto it = scalar_buffers_.find(key);
-  pjrt::BufferPtr buffer;
-  if (it != scalar_buffers_.end()) {
-    buffer = it->second;
-  } else {
-    buffer = client_->buffer_from_host(&bits, buffer_type(dtype), {}, device_);
-    if (scalar_buffers_.size() > 4096) scalar_buffers_.clear();
-    scalar_buffers_.emplace(key, buffer);
-    metrics_.count("scalar_uploads");
-  }
-  auto bound = bound_.find(buffer.get());
-  if (bound != bound_.end()) return bound->second;
-  hlo::Value p = builder_->parameter(hlo::TensorType{dtype, {}});
+hlo::Value Engine::bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& type) {
+  auto it = bound_.find(buffer.get());
+  if (it != bound_.end()) return it->second;
+  hlo::Value p = builder_->parameter(type);
   inputs_.push_back(buffer);
   bound_.emplace(buffer.get(), p);
   return p;
 }
 
+pjrt::BufferPtr Engine::scalar_buffer(hlo::ElementType dtype, uint64_t bits) {
+  auto key = std::make_tuple(static_cast<int>(dtype), bits, device_);
+  auto it = scalar_buffers_.find(key);
+  if (it != scalar_buffers_.end()) return it->second;
+  pjrt::BufferPtr buffer = client_->buffer_from_host(&bits, buffer_type(dtype), {}, device_);
+  if (scalar_buffers_.size() > 4096) scalar_buffers_.clear();
+  scalar_buffers_.emplace(key, buffer);
+  metrics_.count("scalar_uploads");
+  return buffer;
+}
+
+hlo::Value Engine::scalar(hlo::ElementType dtype, uint64_t bits) {
+  if (recording_ != Recording::kBuilder) to_builder();
+  return bind(scalar_buffer(dtype, bits), hlo::TensorType{dtype, {}});
+}
+
 ValuePtr Engine::produce(hlo::Value node) {
+  if (recording_ != Recording::kBuilder) to_builder();
   auto v = std::make_shared<DeviceValue>(node.type(), device_);
   v->epoch_ = epoch_;
   v->node_ = node;
@@ -225,7 +236,7 @@ void Engine::end(const char* op, const std::string* site) {
         else
           flush("loop_boundary");
       }
-      else if (builder_->num_ops() > kMaxProgramOps)
+      else if (builder_->num_ops() > kMaxProgramOps || deferred_.size() > kMaxDeferredOps)
         flush("size_cap");
       break;
     }
@@ -258,6 +269,10 @@ Program Engine::flush_program(const char* cause, bool with_text) {
     metrics_.count(Hot::kFlushOp);
   else
     metrics_.count(std::string("flush_") + cause);
+  if (recording_ == Recording::kTrace && with_text) to_builder();
+  uint64_t trace_key = 0;
+  bool from_trace = recording_ == Recording::kTrace;
+  if (from_trace && flush_trace(p, &trace_key)) return p;
   hlo::Values results;
   for (const ValuePtr& v : p.outputs) results.push_back(v->node_);
   builder_->set_results(results);
@@ -269,6 +284,7 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   }
   // A program seen before is found by its fingerprint, without printing it.
   hlo::Fingerprint key = builder_->fingerprint();
+  if (from_trace) remember_trace(trace_key, key, p.outputs.size());
   p.exe = cache_->lookup(key);
   if (!p.exe || with_text) p.text = builder_->module();
   p.inputs = std::move(inputs_);

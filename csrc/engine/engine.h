@@ -15,6 +15,7 @@
 
 #include "../pjrt/client.h"
 #include "cache.h"
+#include "deferred.h"
 #include "metrics.h"
 #include "value.h"
 #include "warmup.h"
@@ -68,7 +69,11 @@ class Engine {
 
   // Recording (callers hold lock()).
   std::unique_lock<std::recursive_mutex> lock() { return std::unique_lock(mu_); }
-  hlo::Builder& builder() { return *builder_; }
+  // The builder of the current recording; lowers the deferred ops first.
+  hlo::Builder& builder() {
+    if (recording_ != Recording::kBuilder) to_builder();
+    return *builder_;
+  }
   // Starts recording an op on `device` (flushes first if the pending program
   // belongs to another device).
   void begin(int device);
@@ -106,6 +111,37 @@ class Engine {
   Mode mode() const { return mode_; }
   void set_mode(Mode m);
 
+  // ---- deferred lowering (deferred.h); callers hold lock() ----
+  // Whether the next op may be recorded as a DeferredOp: Fused Eager, and
+  // nothing of the current recording has been lowered yet.
+  bool deferring() const { return deferral_enabled() && recording_ != Recording::kBuilder; }
+  // Fused Eager with deferral on: signatures are worth noting even while
+  // the recording is in the builder (they are deferred the next time).
+  bool deferral_enabled() const { return mode_ == Mode::kDeferAndFuse && defer_lowering_; }
+
+  // `v` as a deferred op's input; a materialized value's buffer becomes an
+  // external input (checked to be on the recording's device).
+  TraceRef trace_ref(const ValuePtr& v);
+  // The device buffer of a host scalar (one per distinct dtype, bits and
+  // device, reused) and a reference to it as an external input.
+  pjrt::BufferPtr scalar_buffer(hlo::ElementType dtype, uint64_t bits);
+  TraceRef trace_buffer(const pjrt::BufferPtr& buffer, hlo::ElementType dtype);
+  // A pending value the op being deferred produces, and its trace index.
+  ValuePtr placeholder(const hlo::TensorType& type, uint32_t* index);
+  // Appends an op whose key covers its lowering's inputs and their bindings.
+  void defer(std::unique_ptr<DeferredOp> op, uint64_t key);
+  // For DeferredOp::lower: the node of an input; a result's node.
+  hlo::Value trace_input(TraceRef ref);
+  void set_trace_result(uint32_t index, hlo::Value node);
+  // TORCH_TPU_DEFER_LOWERING=0 turns deferral off (every op is lowered as
+  // it is recorded).
+  void set_defer_lowering(bool on) {
+    auto guard = lock();
+    flush("mode_change");
+    defer_lowering_ = on;
+  }
+  bool defer_lowering() const { return defer_lowering_; }
+
   // Ops recorded in the pending program (0 when nothing is pending).
   size_t pending_ops() const { return ops_; }
   Metrics& metrics() { return metrics_; }
@@ -122,7 +158,9 @@ class Engine {
   Metrics metrics_;
   Mode mode_ = Mode::kDeferNever;
 
-  // The recording.
+  // The recording: empty, deferred ops only, or lowered into the builder.
+  enum class Recording { kEmpty, kTrace, kBuilder };
+  Recording recording_ = Recording::kEmpty;
   std::unique_ptr<hlo::Builder> builder_;
   uint64_t epoch_ = 1;
   int device_ = 0;
@@ -130,6 +168,25 @@ class Engine {
   std::vector<pjrt::BufferPtr> inputs_;              // parameter i's buffer
   std::unordered_map<const pjrt::Buffer*, hlo::Value> bound_;  // buffer → parameter
   std::vector<std::weak_ptr<DeviceValue>> produced_;  // candidates for outputs
+
+  // Deferred lowering (deferred.cc): the ops, their external inputs (each
+  // buffer once, in order of first use), the placeholders' nodes once
+  // lowered, the running key; compiled traces by key.
+  bool defer_lowering_ = true;
+  std::vector<std::unique_ptr<DeferredOp>> deferred_;
+  std::vector<pjrt::BufferPtr> externals_;
+  std::vector<hlo::TensorType> external_types_;
+  std::unordered_map<const pjrt::Buffer*, uint32_t> external_index_;
+  std::vector<hlo::Value> trace_nodes_;
+  uint64_t trace_key_ = 0;
+  std::unordered_map<uint64_t, TraceEntry> traces_;
+  // Lowers the deferred ops into the builder; the recording continues there.
+  void to_builder();
+  // The flush of a trace: launches a known one without lowering it (true),
+  // or lowers it into the builder and sets `*key` for remember_trace.
+  bool flush_trace(Program& p, uint64_t* key);
+  void remember_trace(uint64_t key, const hlo::Fingerprint& program, size_t num_outputs);
+  hlo::Value bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& type);
 
   // Scalars: one device buffer per distinct (dtype, bits, device), reused.
   std::map<std::tuple<int, uint64_t, int>, pjrt::BufferPtr> scalar_buffers_;

@@ -16,7 +16,8 @@ void Metrics::time(const std::string& name, double seconds) {
 }
 
 namespace {
-constexpr const char* kHotNames[] = {"ops_recorded", "executions", "cache_hits", "flush_op"};
+constexpr const char* kHotNames[] = {"ops_recorded", "executions", "cache_hits", "flush_op",
+                                     "ops_deferred"};
 static_assert(std::size(kHotNames) == static_cast<size_t>(Hot::kCount));
 }  // namespace
 

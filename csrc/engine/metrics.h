@@ -12,7 +12,7 @@
 namespace torch_tpu::engine {
 
 // Counters bumped once per op or per launch: lock-free, no name lookup.
-enum class Hot { kOpsRecorded, kExecutions, kCacheHits, kFlushOp, kCount };
+enum class Hot { kOpsRecorded, kExecutions, kCacheHits, kFlushOp, kOpsDeferred, kCount };
 
 class Metrics {
  public:

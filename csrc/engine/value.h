@@ -26,6 +26,7 @@ class DeviceValue {
   pjrt::BufferPtr buffer_;   // set once materialized
   uint64_t epoch_ = 0;       // the recording this node belongs to (if pending)
   hlo::Value node_;          // valid only while pending in that recording
+  int32_t trace_ = -1;       // a deferred op's placeholder: its index in the trace
 };
 
 using ValuePtr = std::shared_ptr<DeviceValue>;

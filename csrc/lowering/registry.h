@@ -56,11 +56,15 @@ class LazyPrecision {
   explicit LazyPrecision(Precision (*read)()) : read_(read) {}
   operator Precision() const {  // NOLINT: implicit
     if (read_) value_ = read_(), read_ = nullptr;
+    used_ = true;
     return value_;
   }
+  // Whether the lowering asked (a deferred op must then carry the value).
+  bool used() const { return used_; }
 
  private:
   mutable Precision value_ = Precision::kDefault;
+  mutable bool used_ = false;
   mutable Precision (*read_)() = nullptr;
 };
 

@@ -97,6 +97,10 @@ PYBIND11_MODULE(_C, m) {
     torch_tpu::aten::device_count();  // wires the plugin's default (aten/device.cc)
     return torch_tpu::lowering::bf16_split_dots();
   });
+  // Fused Eager's deferred lowering (engine/deferred.h); on by default,
+  // TORCH_TPU_DEFER_LOWERING=0 starts with it off.
+  m.def("_defer_lowering", [] { return Engine::get().defer_lowering(); });
+  m.def("_set_defer_lowering", [](bool on) { Engine::get().set_defer_lowering(on); });
   m.def("_bf16_split_stats", [] {
     auto s = torch_tpu::engine::bf16_split_stats();
     py::dict d;
