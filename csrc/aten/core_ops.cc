@@ -16,6 +16,7 @@
 #include <torch/library.h>
 
 #include "device.h"
+#include "defer.h"
 #include "dispatch.h"
 #include "storage.h"
 #include "tensor_io.h"
@@ -103,9 +104,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       return dst;
     }
     e.begin(dst.device().index());
-    auto& b = e.builder();
-    hlo::Value v = b.convert(read(e, self), to_hlo(dst.scalar_type()));
-    write(e, dst, b.broadcast_to(v, dst.sizes().vec()));
+    if (!try_defer_copy(e, self, dst)) {
+      auto& b = e.builder();
+      hlo::Value v = b.convert(read(e, self), to_hlo(dst.scalar_type()));
+      write(e, dst, b.broadcast_to(v, dst.sizes().vec()));
+    }
     e.end("copy_");
   } else if (dst.device().type() == kTpu) {
     copy_from_cpu(dst, self);

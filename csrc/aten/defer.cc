@@ -1,6 +1,8 @@
 #include "defer.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <c10/util/accumulate.h>
 
 #include <cstring>
 #include <optional>
@@ -40,6 +42,14 @@ uint64_t mix_type(uint64_t h, const hlo::TensorType& t) {
   return mix_ints(mix(h, static_cast<uint64_t>(t.dtype)), t.shape);
 }
 
+// What the lowering of a captured read depends on (not where it reads).
+uint64_t mix_read(uint64_t h, const CapturedRead& r) {
+  h = mix(h, static_cast<uint64_t>(r.dtype) * 2 + (r.whole ? 1 : 0));
+  h = mix(mix_ints(h, r.view.sizes), r.nbytes);
+  if (!r.whole) h = mix(mix_ints(h, r.view.strides), r.view.offset);
+  return h;
+}
+
 // Everything of an Arg but its tensor values (those are slots).
 uint64_t mix_arg(uint64_t h, const Arg& a) {
   h = mix(h, static_cast<uint64_t>(a.kind) * 4 + (a.scalar ? 2 : 0) + (a.b ? 1 : 0));
@@ -77,11 +87,8 @@ class Capture final : public ArgReader {
     Slot s;
     s.kind = Slot::kTensor;
     if (!capture_read(e_, t, &s.read)) ok = false;
-    const CapturedRead& r = s.read;
-    signature = mix(signature, static_cast<uint64_t>(r.dtype) * 2 + (r.whole ? 1 : 0));
-    signature = mix(mix_ints(signature, r.view.sizes), r.nbytes);
-    if (!r.whole) signature = mix(mix_ints(signature, r.view.strides), r.view.offset);
-    binding = mix(binding, r.ref.key());
+    signature = mix_read(signature, s.read);
+    binding = mix(binding, s.read.ref.key());
     slots.push_back(std::move(s));
     return {};
   }
@@ -116,8 +123,7 @@ class DeferredCall final : public engine::DeferredOp {
       : plan_(plan), meta_(std::move(meta)), args_(std::move(args)), slots_(std::move(slots)),
         precision_(precision) {}
 
-  std::vector<uint32_t> results;           // the placeholders written, in order
-  std::vector<hlo::ElementType> dtypes;    // of the tensors written, in order
+  std::vector<CapturedWrite> writes;  // fresh results, then written arguments
 
   void lower(engine::Engine& e) override {
     size_t k = 0;
@@ -142,12 +148,12 @@ class DeferredCall final : public engine::DeferredOp {
     } catch (const std::exception& err) {
       TORCH_CHECK(false, "tpu: internal error lowering deferred ", plan_.lowering, ": ", err.what());
     }
-    TORCH_CHECK(outs.size() == results.size(), "tpu: internal error: deferred ", plan_.lowering,
-                " returned ", outs.size(), " values, expected ", results.size());
+    TORCH_CHECK(outs.size() == writes.size(), "tpu: internal error: deferred ", plan_.lowering,
+                " returned ", outs.size(), " values, expected ", writes.size());
     for (size_t i = 0; i < outs.size(); ++i) {
       TORCH_CHECK(outs[i].shape() == ctx.outputs[i].shape, "tpu: internal error: deferred ",
                   plan_.lowering, " produced ", outs[i].type().str(), " for output ", i);
-      replay_write(e, results[i], outs[i], dtypes[i]);
+      replay_write(e, writes[i], outs[i]);
     }
   }
 
@@ -160,14 +166,26 @@ class DeferredCall final : public engine::DeferredOp {
   std::optional<lowering::Precision> precision_;
 };
 
-bool contiguous(const TensorMeta& m) {
-  int64_t expected = 1;
-  for (size_t i = m.sizes.size(); i-- > 0;) {
-    if (m.sizes[i] == 1) continue;
-    if (m.strides[i] != expected) return false;
-    expected *= m.sizes[i];
+// A copy between tensors of one tpu device (core_ops' copy_), deferred.
+class DeferredCopy final : public engine::DeferredOp {
+ public:
+  DeferredCopy(CapturedRead src, CapturedWrite dst, std::vector<int64_t> sizes)
+      : src_(std::move(src)), dst_(std::move(dst)), sizes_(std::move(sizes)) {}
+  void lower(engine::Engine& e) override {
+    auto& b = e.builder();
+    hlo::Value v = b.convert(replay_read(e, src_), dst_.dtype);
+    replay_write(e, dst_, b.broadcast_to(v, sizes_));
   }
-  return true;
+
+ private:
+  CapturedRead src_;
+  CapturedWrite dst_;
+  std::vector<int64_t> sizes_;
+};
+
+// Whether a result of `m`'s layout covers its fresh storage densely.
+bool dense(const TensorMeta& m) {
+  return lowering::covers_densely({m.sizes, m.strides, 0}, c10::multiply_integers(m.sizes));
 }
 
 }  // namespace
@@ -184,12 +202,20 @@ bool try_defer(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
   const OpMeta& meta = *meta_ptr;
   // Writes must replace whole storages: fresh results are dense, written
   // arguments keep their size and cover their storage.
+  // An out= argument resized by the call must have no contents to keep (as
+  // a fresh `empty` has) and end up covering its storage.
   for (const TensorMeta& m : meta.fresh)
-    if (!contiguous(m)) return false;
-  for (size_t i = 0; i < mutated.size(); ++i)
-    if (mutated[i].sizes() != c10::IntArrayRef(meta.mutated[i].sizes) ||
-        !can_capture_write(mutated[i]))
+    if (!dense(m)) return false;
+  c10::SmallVector<bool, 2> resized;
+  for (size_t i = 0; i < mutated.size(); ++i) {
+    const at::Tensor& t = mutated[i];
+    const TensorMeta& m = meta.mutated[i];
+    resized.push_back(t.sizes() != c10::IntArrayRef(m.sizes));
+    if (!resized.back() ? !can_capture_write(t)
+                        : state_of(t).value || t.storage_offset() != 0 || !dense(m) ||
+                              state_of(t).nbytes > c10::multiply_integers(m.sizes) * t.element_size())
       return false;
+  }
 
   Capture capture(e);
   Args largs;
@@ -212,6 +238,8 @@ bool try_defer(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
   }
   sig = mix(sig, capture.signature);
   for (const hlo::TensorType& t : meta.types) sig = mix_type(sig, t);
+  for (const TensorMeta& m : meta.fresh) sig = mix_ints(sig, m.strides);  // dense layouts
+  for (const TensorMeta& m : meta.mutated) sig = mix_ints(sig, m.strides);
   std::optional<lowering::Precision> precision;
   if (plan.reads_precision) {
     precision = current_precision();
@@ -227,15 +255,30 @@ bool try_defer(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
     at::Tensor t = at::detail::empty_strided_generic(
         m.sizes, m.strides, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
         m.dtype);
-    call->dtypes.push_back(to_hlo(m.dtype));
-    call->results.push_back(capture_write(e, t));
+    call->writes.push_back(capture_write(e, t));
     results.push_back(std::move(t));
   }
-  for (const at::Tensor& t : mutated) {
-    call->dtypes.push_back(to_hlo(t.scalar_type()));
-    call->results.push_back(capture_write(e, t));
+  for (size_t i = 0; i < mutated.size(); ++i) {
+    const at::Tensor& t = mutated[i];
+    if (resized[i]) resize(t, meta.mutated[i].sizes, meta.mutated[i].strides);  // metadata only
+    call->writes.push_back(capture_write(e, t));
   }
   e.defer(std::move(call), mix(sig, capture.binding));
+  return true;
+}
+
+bool try_defer_copy(engine::Engine& e, const at::Tensor& src, const at::Tensor& dst) {
+  if (!e.deferring() || !can_capture_write(dst) || !at::is_expandable_to(src.sizes(), dst.sizes()))
+    return false;
+  CapturedRead read;
+  if (!capture_read(e, src, &read)) return false;
+  hlo::ElementType dtype = to_hlo(dst.scalar_type());
+  uint64_t key = mix_ints(mix(mix_read(0xC0B1, read), static_cast<uint64_t>(dtype)),
+                          dst.sizes().vec());
+  key = mix(key, read.ref.key());
+  key = mix_ints(key, dst.strides().vec());
+  e.defer(std::make_unique<DeferredCopy>(std::move(read), capture_write(e, dst), dst.sizes().vec()),
+          key);
   return true;
 }
 

@@ -23,6 +23,10 @@ bool try_defer(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
                c10::ArrayRef<c10::IValue> args, CallState& state,
                const std::shared_ptr<const OpMeta>& meta, c10::ArrayRef<at::Tensor> mutated,
                c10::SmallVectorImpl<at::Tensor>& results, uint64_t* signature);
+// A copy between two tensors of the current device (engine lock held, op
+// begun): deferred when the source can be captured and the destination is
+// a whole storage. Its lowering cannot fail, so no signature is needed.
+bool try_defer_copy(engine::Engine& e, const at::Tensor& src, const at::Tensor& dst);
 // `signature` lowered without error (callers hold the engine lock).
 void note_lowered(uint64_t signature);
 

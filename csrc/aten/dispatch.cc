@@ -208,7 +208,6 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
   auto& e = engine::Engine::get();
   KernelTimer timer(e.metrics());
   const c10::FunctionSchema& schema = op.schema();
-  if (g_log_ops) std::cerr << "[torch_tpu] " << full_name(schema.operator_name()) << "\n";
 
   CallState state;
   for (const c10::IValue& v : args) scan(v, state, schema.operator_name());
@@ -242,8 +241,12 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
     auto guard = e.lock();
     e.begin(state.device);
     uint64_t signature = 0;
-    if (!e.deferral_enabled() ||
-        !try_defer(e, schema, plan, args, state, ran.meta, mutated, ran.results, &signature)) {
+    bool deferred = e.deferral_enabled() &&
+        try_defer(e, schema, plan, args, state, ran.meta, mutated, ran.results, &signature);
+    if (g_log_ops)
+      std::cerr << "[torch_tpu] " << full_name(schema.operator_name())
+                << (deferred ? " (deferred)" : "") << "\n";
+    if (!deferred) {
       lower_now(e, schema, plan, args, state, meta, mutated, ran.results);
       note_lowered(signature);
     }

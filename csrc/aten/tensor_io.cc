@@ -251,22 +251,29 @@ hlo::Value replay_read(engine::Engine& e, const CapturedRead& r) {
 }
 
 bool can_capture_write(const at::Tensor& t) {
-  return whole_and_contiguous(t, state_of(t));
+  const StorageState& st = state_of(t);
+  if (whole_and_contiguous(t, st)) return true;
+  return st.nbytes % t.element_size() == 0 &&
+         lowering::covers_densely(view_of(t), static_cast<int64_t>(st.nbytes / t.element_size()));
 }
 
-uint32_t capture_write(engine::Engine& e, const at::Tensor& t) {
+CapturedWrite capture_write(engine::Engine& e, const at::Tensor& t) {
   StorageState& st = state_of(t);
-  ElementType dtype = to_hlo(t.scalar_type());
-  uint32_t index = 0;
-  st.value = e.placeholder(hlo::TensorType{dtype, {t.numel()}}, &index);
-  st.dtype = dtype;
-  return index;
+  CapturedWrite w;
+  w.dtype = to_hlo(t.scalar_type());
+  w.row_major = whole_and_contiguous(t, st);
+  w.numel = w.row_major ? t.numel() : static_cast<int64_t>(st.nbytes / t.element_size());
+  if (!w.row_major) w.view = view_of(t);
+  st.value = e.placeholder(hlo::TensorType{w.dtype, {w.numel}}, &w.index);
+  st.dtype = w.dtype;
+  return w;
 }
 
-void replay_write(engine::Engine& e, uint32_t index, hlo::Value v, hlo::ElementType dtype) {
+void replay_write(engine::Engine& e, const CapturedWrite& w, hlo::Value v) {
   auto& b = e.builder();
-  const int64_t n = v.type().numel();
-  e.set_trace_result(index, b.reshape(b.convert(v, dtype), &n, 1));
+  v = b.convert(v, w.dtype);
+  e.set_trace_result(w.index, w.row_major ? b.reshape(v, &w.numel, 1)
+                                          : lowering::dense_layout(b, v, w.view, w.numel));
 }
 
 at::Tensor to_cpu(const at::Tensor& src) {

@@ -34,10 +34,18 @@ struct CapturedRead {
 // False when this read must be lowered now (see capture_read in the .cc).
 bool capture_read(engine::Engine& e, const at::Tensor& t, CapturedRead* r);
 hlo::Value replay_read(engine::Engine& e, const CapturedRead& r);
+struct CapturedWrite {
+  uint32_t index = 0;       // the placeholder the storage now holds
+  hlo::ElementType dtype = hlo::ElementType::kF32;
+  int64_t numel = 0;        // of the storage
+  bool row_major = true;
+  lowering::Strided view;   // sizes and strides unless row_major
+};
+// Whether a write into `t` replaces its whole storage (any dense layout).
 bool can_capture_write(const at::Tensor& t);
-// Makes `t`'s storage hold a new placeholder; returns its trace index.
-uint32_t capture_write(engine::Engine& e, const at::Tensor& t);
-void replay_write(engine::Engine& e, uint32_t index, hlo::Value v, hlo::ElementType dtype);
+// Makes `t`'s storage hold a new placeholder.
+CapturedWrite capture_write(engine::Engine& e, const at::Tensor& t);
+void replay_write(engine::Engine& e, const CapturedWrite& w, hlo::Value v);
 // The dtype a Python number enters a program in (f32/f64, i64, i1, c64).
 hlo::ElementType scalar_dtype(const c10::Scalar& s, bool wide);
 

@@ -125,21 +125,37 @@ Value strided_read(Builder& b, Value flat, const Strided& v) {
   return b.gather(flat, element_indices(b, v), g, {1}, out);
 }
 
-Value dense_layout(Builder& b, Value value, const Strided& v, int64_t storage_numel) {
-  if (v.offset != 0 || v.numel() != storage_numel) return Value();
-  if (v.contiguous()) return b.reshape(value, {storage_numel});  // the common case
+namespace {
+
+// The dims of `v` from the largest stride to the smallest.
+std::vector<int64_t> layout_order(const Strided& v) {
   std::vector<int64_t> perm(v.sizes.size());
   std::iota(perm.begin(), perm.end(), 0);
   std::stable_sort(perm.begin(), perm.end(),
                    [&](int64_t a, int64_t c) { return v.strides[a] > v.strides[c]; });
+  return perm;
+}
+
+}  // namespace
+
+bool covers_densely(const Strided& v, int64_t storage_numel) {
+  if (v.offset != 0 || v.numel() != storage_numel) return false;
+  if (v.contiguous()) return true;
+  std::vector<int64_t> perm = layout_order(v);
   int64_t expected = 1;
   for (int64_t i = static_cast<int64_t>(perm.size()) - 1; i >= 0; --i) {
     int64_t d = perm[i];
     if (v.sizes[d] == 1) continue;
-    if (v.strides[d] != expected) return Value();
+    if (v.strides[d] != expected) return false;
     expected *= v.sizes[d];
   }
-  return b.reshape(b.transpose(value, perm), {storage_numel});
+  return true;
+}
+
+Value dense_layout(Builder& b, Value value, const Strided& v, int64_t storage_numel) {
+  if (!covers_densely(v, storage_numel)) return Value();
+  if (v.contiguous()) return b.reshape(value, {storage_numel});  // the common case
+  return b.reshape(b.transpose(value, layout_order(v)), {storage_numel});
 }
 
 Value strided_write(Builder& b, Value flat, Value value, const Strided& v) {

@@ -22,5 +22,8 @@ Value strided_write(Builder& b, Value flat, Value value, const Strided& view);
 // Flat row-major layout of `value` for a dense view that covers the storage
 // exactly (any permutation of dims); invalid Value when it does not.
 Value dense_layout(Builder& b, Value value, const Strided& view, int64_t storage_numel);
+// Whether dense_layout is valid: the view covers the storage exactly, its
+// dims in some order row-major.
+bool covers_densely(const Strided& view, int64_t storage_numel);
 
 }  // namespace torch_tpu::lowering

@@ -147,3 +147,26 @@ def test_deferral_can_be_turned_off():
             assert_same(y, x * 3)
     finally:
         torch_tpu._C._set_defer_lowering(True)
+
+
+def test_copies_resized_outs_and_permuted_results_are_deferred():
+    # clone/contiguous (a tpu copy_), arange (an out= argument resized from
+    # empty) and an elementwise op on a transposed view (its result keeps the
+    # permuted layout) all stay in the trace: no lowering after warm-up.
+    x = torch.randn(4, 6)
+    xt = x.to("tpu")
+    with _fused():
+        for step in range(5):
+            if step == 3:
+                torch_tpu.sync()
+                torch_tpu.reset_metrics()
+            a = torch.arange(4, device="tpu", dtype=torch.float32)
+            t = xt.t() * 2
+            c = t.contiguous()
+            out = c[:, :4] + a
+            torch_tpu.sync()
+            assert not t.is_contiguous()
+            assert_same(out, (x.t() * 2)[:, :4] + torch.arange(4.0))
+            assert_same(t, x.t() * 2)
+    assert _metric("deferred_lowerings") == 0
+    assert _metric("trace_hits") == 2
