@@ -1,6 +1,6 @@
 """Training-step throughput and peak memory: Strict Eager, Fused Eager, CPU.
 
-    python benchmarks/training.py [--steps 20] [--repeats 3] [--warmup 3]
+    python benchmarks/training.py [--steps 50] [--repeats 5] [--warmup 3]
                                   [--hit-steps 100] [--smoke]
 
 Models: the quickstart MLP (batch 128) and a small transformer (embedding, two
@@ -8,7 +8,8 @@ pre-LN blocks with causal scaled_dot_product_attention and a GELU MLP, final
 LayerNorm, cross-entropy, AdamW). A step is forward, loss, zero_grad,
 backward, optimizer.step(), with no host read; steps/s is the median over
 --repeats runs of --steps steps (each ending in a synchronize), after --warmup
-steps that are not timed. Peak memory: torch.tpu.max_memory_allocated() over
+steps that are not timed; the modes take turns run by run. Modes: Strict,
+Fused, Fused with deferred lowering off ("fused-lowering"), CPU eager. Peak memory: torch.tpu.max_memory_allocated() over
 steps after warm-up; on CPU, the peak of live tensor storage over one step.
 Then, in Fused Eager, a --hit-steps loop records the compile-cache hit rate
 per step (hits / (hits + misses)) and torch_tpu.metrics_report().
@@ -22,7 +23,9 @@ import torch_tpu
 from common import Task, median, now, ratio, set_mode, table, write_results
 
 MODELS = ("mlp", "transformer")
-MODE_ORDER = ("strict", "fused", "cpu")
+# "fused-lowering": Fused Eager lowering every op as it is recorded (deferred
+# lowering off), to show what deferral buys.
+MODE_ORDER = ("strict", "fused", "fused-lowering", "cpu")
 
 
 def steps_per_second(task, device, steps):
@@ -33,21 +36,59 @@ def steps_per_second(task, device, steps):
     return steps / (now() - start)
 
 
-def measure(kind, mode, args):
-    device = set_mode(mode)
+def enter(mode):
+    """Sets the eager mode (and deferral) for `mode`; returns the device."""
+    if mode == "cpu":
+        return common.set_mode("cpu")
+    torch_tpu._C._set_defer_lowering(mode != "fused-lowering")
+    return common.set_mode("fused" if mode.startswith("fused") else mode)
+
+
+def peak_bytes(kind, mode, args):
+    """Peak memory of a step with no other task alive on the device: on tpu
+    torch.tpu.max_memory_allocated() over steps after warm-up; on CPU, the
+    peak of live tensor storage over one step."""
+    device = enter(mode)
     task = Task(kind, device, small=args.smoke)
     for _ in range(args.warmup):
         task.step()
     common.sync(device)
-    rates = [steps_per_second(task, device, args.steps) for _ in range(args.repeats)]
-    if mode == "cpu":
-        peak = common.cpu_peak_bytes(task)
-    else:
-        peak = common.tpu_peak_bytes(task, 2)
-    loss = task.loss.item()
+    return common.cpu_peak_bytes(task) if mode == "cpu" else common.tpu_peak_bytes(task, 2)
+
+
+def measure(kind, args):
+    """Every mode's task is built and warmed up first; then the repeats run
+    the modes in turn, so a slower or faster stretch of a shared machine
+    falls on all of them alike."""
+    tasks, devices = {}, {}
+    for mode in MODE_ORDER:
+        devices[mode] = enter(mode)
+        tasks[mode] = Task(kind, devices[mode], small=args.smoke)
+        for _ in range(args.warmup):
+            tasks[mode].step()
+        common.sync(devices[mode])
+    rates = {mode: [] for mode in MODE_ORDER}
+    for _ in range(args.repeats):
+        for mode in MODE_ORDER:
+            enter(mode)
+            rates[mode].append(steps_per_second(tasks[mode], devices[mode], args.steps))
+    losses = {}
+    for mode in MODE_ORDER:
+        enter(mode)
+        losses[mode] = tasks[mode].loss.item()
+    del tasks
+    rows = []
+    for mode in MODE_ORDER:
+        rows.append({"model": kind, "mode": mode, "steps_per_s": median(rates[mode]),
+                     "all_steps_per_s": rates[mode], "peak_bytes": peak_bytes(kind, mode, args),
+                     "final_loss": losses[mode]})
+    enter("strict")
     torch_tpu.set_eager_mode("DEFER_NEVER")
-    return {"model": kind, "mode": mode, "steps_per_s": median(rates),
-            "all_steps_per_s": rates, "peak_bytes": peak, "final_loss": loss}
+    # Fused / Strict per repeat (neighbours in time), then the median.
+    paired = [f / s for f, s in zip(rates["fused"], rates["strict"])]
+    rows.append({"model": kind, "mode": "fused / strict", "ratio_median": median(paired),
+                 "ratios": paired})
+    return rows
 
 
 def cache_hit_loop(kind, args):
@@ -81,19 +122,20 @@ def cache_hit_loop(kind, args):
 def markdown(rows, hits, args):
     by = {(r["model"], r["mode"]): r for r in rows}
     out = [f"Training step, median of {args.repeats} x {args.steps} steps after "
-           f"{args.warmup} warm-up steps\n"]
+           f"{args.warmup} warm-up steps, the modes taking turns; fused / strict is the "
+           f"median of the per-turn ratios\n"]
     body = []
     for kind in MODELS:
         if (kind, "cpu") not in by:
             continue
-        cpu, strict, fused = by[kind, "cpu"], by[kind, "strict"], by[kind, "fused"]
+        cpu = by[kind, "cpu"]
         for mode in MODE_ORDER:
             r = by[kind, mode]
             body.append([kind, mode, f"{r['steps_per_s']:.1f}",
                          f"{ratio(r['steps_per_s'], cpu['steps_per_s']):.2f}x",
                          f"{r['peak_bytes'] / 2**20:.2f}", f"{r['final_loss']:.4f}"])
-        body.append([kind, "**fused / strict**",
-                     f"{ratio(fused['steps_per_s'], strict['steps_per_s']):.2f}x", "", "", ""])
+        paired = by[kind, "fused / strict"]
+        body.append([kind, "**fused / strict**", f"{paired['ratio_median']:.2f}x", "", "", ""])
     out.append(table(["model", "mode", "steps/s", "vs CPU", "peak MiB", "loss"], body))
     out.append(f"\nFused Eager compile-cache hit rate, {args.hit_steps}-step loop "
                f"(after {args.warmup} warm-up steps)\n")
@@ -106,8 +148,8 @@ def markdown(rows, hits, args):
 
 def main():
     p = common.parser(__doc__)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--hit-steps", type=int, default=100)
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
@@ -116,7 +158,7 @@ def main():
         args.steps, args.repeats, args.warmup, args.hit_steps = 1, 1, 1, 2
         args.models = ["mlp"]
 
-    rows = [measure(kind, mode, args) for kind in args.models for mode in MODE_ORDER]
+    rows = [row for kind in args.models for row in measure(kind, args)]
     hits = [cache_hit_loop(kind, args) for kind in args.models]
     attention = ("F.scaled_dot_product_attention" if common.sdpa_works() else
                  "explicit softmax (F.scaled_dot_product_attention fails on tpu)")
