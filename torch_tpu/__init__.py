@@ -50,6 +50,15 @@ from .compiler import export_stablehlo  # noqa: E402
 
 compiler.install_default_backend()
 
+# Backward runs on the thread that calls it, as it does for CPU tensors,
+# instead of on PyTorch's per-device autograd thread: the engine is already
+# asynchronous, and handing every backward to another thread and back cost
+# 70-190 µs per small training step (docs/design.md, "Autograd thread").
+# The setting is PyTorch's own, per thread; TORCH_TPU_AUTOGRAD_THREAD=1
+# keeps PyTorch's default.
+if os.environ.get("TORCH_TPU_AUTOGRAD_THREAD", "0") != "1":
+    torch.autograd.set_multithreading_enabled(False)
+
 if os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1":
     set_cpu_fallback(True)
 if os.environ.get("TORCH_TPU_LOG_OPS", "0") == "1":

@@ -32,7 +32,7 @@ uint64_t mix_double(uint64_t h, double d) {
   return mix(h, bits);
 }
 
-uint64_t mix_ints(uint64_t h, const std::vector<int64_t>& v) {
+uint64_t mix_ints(uint64_t h, c10::ArrayRef<int64_t> v) {
   h = mix(h, v.size());
   for (int64_t x : v) h = mix(h, static_cast<uint64_t>(x));
   return h;
@@ -45,8 +45,8 @@ uint64_t mix_type(uint64_t h, const hlo::TensorType& t) {
 // What the lowering of a captured read depends on (not where it reads).
 uint64_t mix_read(uint64_t h, const CapturedRead& r) {
   h = mix(h, static_cast<uint64_t>(r.dtype) * 2 + (r.whole ? 1 : 0));
-  h = mix(mix_ints(h, r.view.sizes), r.nbytes);
-  if (!r.whole) h = mix(mix_ints(h, r.view.strides), r.view.offset);
+  h = mix(mix_ints(h, r.sizes), r.nbytes);
+  if (!r.whole) h = mix(mix_ints(h, r.strides), r.offset);
   return h;
 }
 
@@ -82,7 +82,7 @@ struct Slot {
 // sees into `signature` and how they are bound into `binding`.
 class Capture final : public ArgReader {
  public:
-  explicit Capture(engine::Engine& e) : e_(e) {}
+  Capture(engine::Engine& e, std::vector<Slot>& slots) : slots(slots), e_(e) {}
   hlo::Value tensor(const at::Tensor& t) override {
     Slot s;
     s.kind = Slot::kTensor;
@@ -107,7 +107,7 @@ class Capture final : public ArgReader {
     slots.emplace_back();
   }
 
-  std::vector<Slot> slots;
+  std::vector<Slot>& slots;
   uint64_t signature = 0, binding = 0;
   bool ok = true;
 
@@ -118,52 +118,70 @@ class Capture final : public ArgReader {
 // An op recorded by try_defer, lowered on Engine::to_builder.
 class DeferredCall final : public engine::DeferredOp {
  public:
-  DeferredCall(const Plan& plan, std::shared_ptr<const OpMeta> meta, Args args,
-               std::vector<Slot> slots, std::optional<lowering::Precision> precision)
-      : plan_(plan), meta_(std::move(meta)), args_(std::move(args)), slots_(std::move(slots)),
-        precision_(precision) {}
+  // A call from the pool (or a new one), empty. Engine lock held.
+  static DeferredCall* take() {
+    if (pool().empty()) return new DeferredCall();
+    DeferredCall* c = pool().back();
+    pool().pop_back();
+    return c;
+  }
+  // Back to the pool, keeping its vectors' memory: a steady loop records
+  // the same calls every step, and allocating them anew was a quarter of
+  // the recording's cost. Engine lock held.
+  void release() override {
+    args.clear();
+    slots.clear();
+    writes.clear();
+    meta.reset();
+    if (pool().size() < kPoolSize) pool().push_back(this);
+    else delete this;
+  }
 
+  const Plan* plan = nullptr;
+  std::shared_ptr<const OpMeta> meta;
+  Args args;                          // tensors invalid: they are slots
+  std::vector<Slot> slots;            // every tensor position of args, in order
   std::vector<CapturedWrite> writes;  // fresh results, then written arguments
+  std::optional<lowering::Precision> precision;  // when the lowering reads it
 
   void lower(engine::Engine& e) override {
     size_t k = 0;
     auto next = [&]() -> hlo::Value {
-      const Slot& s = slots_.at(k++);
+      const Slot& s = slots.at(k++);
       if (s.kind == Slot::kTensor) return replay_read(e, s.read);
       if (s.kind == Slot::kScalar) return e.trace_input(s.read.ref);
       return {};
     };
-    for (Arg& a : args_) {
+    for (Arg& a : args) {
       if (a.kind == Arg::kTensor) a.tensor = next();
       if (a.kind == Arg::kTensorList || a.kind == Arg::kGenerator)
         for (hlo::Value& v : a.tensors) v = next();
     }
-    lowering::Context ctx{e.builder(), meta_->types,
-                          precision_ ? lowering::LazyPrecision(*precision_)
-                                     : lowering::LazyPrecision(&current_precision),
-                          plan_.lowering};
+    lowering::Context ctx{e.builder(), meta->types,
+                          precision ? lowering::LazyPrecision(*precision)
+                                    : lowering::LazyPrecision(&current_precision),
+                          plan->lowering};
     hlo::Values outs;
     try {
-      outs = (*plan_.fn)(ctx, args_);
+      outs = (*plan->fn)(ctx, args);
     } catch (const std::exception& err) {
-      TORCH_CHECK(false, "tpu: internal error lowering deferred ", plan_.lowering, ": ", err.what());
+      TORCH_CHECK(false, "tpu: internal error lowering deferred ", plan->lowering, ": ", err.what());
     }
-    TORCH_CHECK(outs.size() == writes.size(), "tpu: internal error: deferred ", plan_.lowering,
+    TORCH_CHECK(outs.size() == writes.size(), "tpu: internal error: deferred ", plan->lowering,
                 " returned ", outs.size(), " values, expected ", writes.size());
     for (size_t i = 0; i < outs.size(); ++i) {
       TORCH_CHECK(outs[i].shape() == ctx.outputs[i].shape, "tpu: internal error: deferred ",
-                  plan_.lowering, " produced ", outs[i].type().str(), " for output ", i);
+                  plan->lowering, " produced ", outs[i].type().str(), " for output ", i);
       replay_write(e, writes[i], outs[i]);
     }
   }
 
-
  private:
-  const Plan& plan_;
-  std::shared_ptr<const OpMeta> meta_;
-  Args args_;
-  std::vector<Slot> slots_;
-  std::optional<lowering::Precision> precision_;
+  static constexpr size_t kPoolSize = 8192;
+  static std::vector<DeferredCall*>& pool() {
+    static auto* p = new std::vector<DeferredCall*>();  // outlives every recording
+    return *p;
+  }
 };
 
 // A copy between tensors of one tpu device (core_ops' copy_), deferred.
@@ -217,10 +235,12 @@ bool try_defer(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
       return false;
   }
 
-  Capture capture(e);
-  Args largs;
   // (While the recording is in the builder this only computes the signature.)
-  largs.reserve(plan.inputs.size());
+  engine::DeferredPtr taken(DeferredCall::take());  // back to the pool unless deferred
+  auto* call = static_cast<DeferredCall*>(taken.get());
+  Capture capture(e, call->slots);
+  Args& largs = call->args;
+  largs.reserve(plan.inputs.size() + 1);
   uint64_t sig = mix(reinterpret_cast<uintptr_t>(&plan), plan.inputs.size());
   for (size_t i : plan.inputs) {
     if (omits(plan, args, i))
@@ -240,17 +260,18 @@ bool try_defer(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
   for (const hlo::TensorType& t : meta.types) sig = mix_type(sig, t);
   for (const TensorMeta& m : meta.fresh) sig = mix_ints(sig, m.strides);  // dense layouts
   for (const TensorMeta& m : meta.mutated) sig = mix_ints(sig, m.strides);
-  std::optional<lowering::Precision> precision;
   if (plan.reads_precision) {
-    precision = current_precision();
-    sig = mix(sig, static_cast<uint64_t>(*precision) + 1);
+    call->precision = current_precision();
+    sig = mix(sig, static_cast<uint64_t>(*call->precision) + 1);
+  } else {
+    call->precision.reset();
   }
   sig += sig == 0;  // 0 means "not deferrable"
   *signature = sig;
   if (!e.deferring() || !lowered().count(sig)) return false;
 
-  auto call = std::make_unique<DeferredCall>(plan, meta_ptr, std::move(largs),
-                                             std::move(capture.slots), precision);
+  call->plan = &plan;
+  call->meta = meta_ptr;
   for (const TensorMeta& m : meta.fresh) {
     at::Tensor t = at::detail::empty_strided_generic(
         m.sizes, m.strides, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -263,7 +284,7 @@ bool try_defer(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
     if (resized[i]) resize(t, meta.mutated[i].sizes, meta.mutated[i].strides);  // metadata only
     call->writes.push_back(capture_write(e, t));
   }
-  e.defer(std::move(call), mix(sig, capture.binding));
+  e.defer(std::move(taken), mix(sig, capture.binding));
   return true;
 }
 
@@ -274,10 +295,11 @@ bool try_defer_copy(engine::Engine& e, const at::Tensor& src, const at::Tensor& 
   if (!capture_read(e, src, &read)) return false;
   hlo::ElementType dtype = to_hlo(dst.scalar_type());
   uint64_t key = mix_ints(mix(mix_read(0xC0B1, read), static_cast<uint64_t>(dtype)),
-                          dst.sizes().vec());
+                          dst.sizes());
   key = mix(key, read.ref.key());
-  key = mix_ints(key, dst.strides().vec());
-  e.defer(std::make_unique<DeferredCopy>(std::move(read), capture_write(e, dst), dst.sizes().vec()),
+  key = mix_ints(key, dst.strides());
+  e.defer(engine::DeferredPtr(new DeferredCopy(std::move(read), capture_write(e, dst),
+                                                dst.sizes().vec())),
           key);
   return true;
 }

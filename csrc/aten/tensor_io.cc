@@ -226,7 +226,7 @@ bool capture_read(engine::Engine& e, const at::Tensor& t, CapturedRead* r) {
     uint32_t index = 0;
     st.value = e.placeholder(zeros, &index);
     st.dtype = dtype;
-    e.defer(std::make_unique<DeferredZeros>(index, zeros),
+    e.defer(engine::DeferredPtr(new DeferredZeros(index, zeros)),
             engine::mix(0x2E2050 + static_cast<uint64_t>(dtype), st.nbytes));
   }
   // A storage holding another dtype (a reinterpreting view) is read by the
@@ -236,18 +236,20 @@ bool capture_read(engine::Engine& e, const at::Tensor& t, CapturedRead* r) {
   r->dtype = dtype;
   r->nbytes = st.nbytes;
   r->whole = whole_and_contiguous(t, st);
-  r->view.sizes.assign(t.sizes().begin(), t.sizes().end());
+  r->sizes.assign(t.sizes().begin(), t.sizes().end());
   if (!r->whole) {
-    r->view.strides.assign(t.strides().begin(), t.strides().end());
-    r->view.offset = t.storage_offset();
+    r->strides.assign(t.strides().begin(), t.strides().end());
+    r->offset = t.storage_offset();
   }
   return true;
 }
 
 hlo::Value replay_read(engine::Engine& e, const CapturedRead& r) {
   hlo::Value flat = e.trace_input(r.ref);
-  if (r.whole) return e.builder().reshape(flat, r.view.sizes.data(), r.view.sizes.size());
-  return lowering::strided_read(e.builder(), flat, r.view);
+  if (r.whole) return e.builder().reshape(flat, r.sizes.data(), r.sizes.size());
+  lowering::Strided view{{r.sizes.begin(), r.sizes.end()}, {r.strides.begin(), r.strides.end()},
+                         r.offset};
+  return lowering::strided_read(e.builder(), flat, view);
 }
 
 bool can_capture_write(const at::Tensor& t) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include "../engine/engine.h"
 #include "../lowering/strided.h"
@@ -27,9 +28,10 @@ uint64_t scalar_bits(const c10::Scalar& s, hlo::ElementType dtype);
 struct CapturedRead {
   engine::TraceRef ref;
   hlo::ElementType dtype = hlo::ElementType::kF32;
-  size_t nbytes = 0;
   bool whole = true;        // the view is the whole storage, row-major
-  lowering::Strided view;   // sizes; strides and offset unless whole
+  size_t nbytes = 0;
+  int64_t offset = 0;       // unless whole
+  c10::SmallVector<int64_t, 5> sizes, strides;  // strides unless whole
 };
 // False when this read must be lowered now (see capture_read in the .cc).
 bool capture_read(engine::Engine& e, const at::Tensor& t, CapturedRead* r);

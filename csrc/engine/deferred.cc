@@ -49,7 +49,7 @@ ValuePtr Engine::placeholder(const hlo::TensorType& type, uint32_t* index) {
   return v;
 }
 
-void Engine::defer(std::unique_ptr<DeferredOp> op, uint64_t key) {
+void Engine::defer(DeferredPtr op, uint64_t key) {
   deferred_.push_back(std::move(op));
   trace_key_ = mix(trace_key_, key);
   recording_ = Recording::kTrace;

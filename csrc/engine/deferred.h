@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "../hlo/builder.h"
@@ -26,7 +27,14 @@ class DeferredOp {
   // Lowers the op into e.builder(): inputs through Engine::trace_input, each
   // result into its placeholder through Engine::set_trace_result.
   virtual void lower(Engine& e) = 0;
+  // Called, under the engine lock, when the recording is done with the op;
+  // an implementation may keep the object (and its buffers) for reuse.
+  virtual void release() { delete this; }
 };
+struct ReleaseDeferred {
+  void operator()(DeferredOp* op) const { op->release(); }
+};
+using DeferredPtr = std::unique_ptr<DeferredOp, ReleaseDeferred>;
 
 // A reference to an input of a deferred op: an external buffer (a program
 // parameter, numbered in order of first use) or a placeholder of the trace.

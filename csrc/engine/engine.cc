@@ -300,7 +300,7 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   try {
     if (!p.exe) {
       p.exe = cache_->get(key, p.text);
-      if (!signature.empty()) note_compile(*site, signature);
+      if (!signature.empty()) note_compile(*site, sites.front().op, signature);
     }
     values = run(*p.exe, p.inputs, p.device);
   } catch (const pjrt::Error& err) {
@@ -333,8 +333,11 @@ std::string describe_ops(const std::vector<OpSite>& ops, Mode mode) {
   return out;
 }
 
-void Engine::note_compile(const std::string& site, const std::string& signature) {
-  auto& [count, last] = compiles_at_[site];
+void Engine::note_compile(const std::string& site, const char* first_op,
+                          const std::string& signature) {
+  // Counted per site and first op: the ops of one line (a backward() call
+  // runs dozens) are different programs, not recompilations.
+  auto& [count, last] = compiles_at_[site + " " + first_op];
   ++count;
   std::string previous = last;
   last = signature;

@@ -129,7 +129,7 @@ class Engine {
   // A pending value the op being deferred produces, and its trace index.
   ValuePtr placeholder(const hlo::TensorType& type, uint32_t* index);
   // Appends an op whose key covers its lowering's inputs and their bindings.
-  void defer(std::unique_ptr<DeferredOp> op, uint64_t key);
+  void defer(DeferredPtr op, uint64_t key);
   // For DeferredOp::lower: the node of an input; a result's node.
   hlo::Value trace_input(TraceRef ref);
   void set_trace_result(uint32_t index, hlo::Value node);
@@ -173,7 +173,7 @@ class Engine {
   // buffer once, in order of first use), the placeholders' nodes once
   // lowered, the running key; compiled traces by key.
   bool defer_lowering_ = true;
-  std::vector<std::unique_ptr<DeferredOp>> deferred_;
+  std::vector<DeferredPtr> deferred_;
   std::vector<pjrt::BufferPtr> externals_;
   std::vector<hlo::TensorType> external_types_;
   std::unordered_map<const pjrt::Buffer*, uint32_t> external_index_;
@@ -205,13 +205,15 @@ class Engine {
 
   // The recording's ops and where they came from, for messages.
   std::vector<OpSite> op_sites_;
-  // Compiles per call site, and the last program signature compiled there.
+  // Compiles per call site and first op, and the last program signature
+  // compiled there.
   std::map<std::string, std::pair<int, std::string>> compiles_at_;
   std::function<void(const std::string&)> warn_;
   bool donate_ = true;
 
-  // Warns when one call site keeps compiling new programs, naming the change.
-  void note_compile(const std::string& site, const std::string& signature);
+  // Warns when one call site keeps compiling new programs that start with
+  // the same op, naming the change.
+  void note_compile(const std::string& site, const char* first_op, const std::string& signature);
 
   // Launched programs not known to be done, with their input buffers: a
   // buffer whose last reference drops while a program reads it makes
