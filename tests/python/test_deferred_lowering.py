@@ -170,3 +170,43 @@ def test_copies_resized_outs_and_permuted_results_are_deferred():
             assert_same(t, x.t() * 2)
     assert _metric("deferred_lowerings") == 0
     assert _metric("trace_hits") == 2
+
+
+def test_random_ops_draw_the_same_stream_deferred_or_not():
+    def run():
+        torch.manual_seed(7)
+        x = torch.ones(64, device="tpu")
+        outs = []
+        with _fused():
+            for _ in range(4):
+                outs.append(F.dropout(x, p=0.5, training=True).cpu())
+        return outs
+
+    deferred = run()
+    torch_tpu._C._set_defer_lowering(False)
+    try:
+        lowered = run()
+    finally:
+        torch_tpu._C._set_defer_lowering(True)
+    for a, b in zip(deferred, lowered):
+        assert torch.equal(a, b)
+    assert not torch.equal(deferred[0], deferred[1])  # the offset advanced
+
+
+def test_matmul_precision_is_part_of_the_signature():
+    # The same mm alternates between one bf16 pass and the f32-exact mode:
+    # a deferred call must not reuse the other mode's lowering.
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(16, 32, generator=g), torch.randn(32, 8, generator=g)
+    at, bt = a.to("tpu"), b.to("tpu")
+    exact = a @ b
+    with _fused():
+        for step in range(6):
+            mode = "highest" if step % 2 else "default"
+            with torch.tpu.precision(mode):
+                out = (at @ bt).cpu()
+            err = (out - exact).abs().max().item()
+            if mode == "highest":
+                assert err < 1e-4, (step, err)
+            else:
+                assert err > 1e-4, (step, err)  # bf16 operands: visibly rounded
