@@ -126,17 +126,7 @@ bool Engine::flush_trace(Program& p, uint64_t* key) {
   std::vector<OpSite> sites = std::move(op_sites_);
   Mode mode = mode_;
   reset_recording();
-  std::vector<ValuePtr> values;
-  try {
-    values = run(*p.exe, p.inputs, p.device);
-  } catch (const pjrt::Error& err) {
-    throw pjrt::Error(std::string(err.what()) + "\n" + describe_ops(sites, mode), err.code());
-  }
-  for (size_t i = 0; i < p.outputs.size(); ++i) {
-    p.outputs[i]->buffer_ = values[i]->buffer_;
-    p.outputs[i]->node_ = hlo::Value();
-    p.outputs[i]->trace_ = -1;
-  }
+  launch(p, sites, mode);
   return true;
 }
 

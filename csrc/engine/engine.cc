@@ -296,12 +296,21 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   Mode mode = mode_;
   reset_recording();  // the recording is consumed even if compiling fails
 
+  if (!p.exe) {
+    try {
+      p.exe = cache_->get(key, p.text);
+    } catch (const pjrt::Error& err) {
+      throw pjrt::Error(std::string(err.what()) + "\n" + describe_ops(sites, mode), err.code());
+    }
+    if (!signature.empty()) note_compile(*site, sites.front().op, signature);
+  }
+  launch(p, sites, mode);
+  return p;
+}
+
+void Engine::launch(Program& p, const std::vector<OpSite>& sites, Mode mode) {
   std::vector<ValuePtr> values;
   try {
-    if (!p.exe) {
-      p.exe = cache_->get(key, p.text);
-      if (!signature.empty()) note_compile(*site, sites.front().op, signature);
-    }
     values = run(*p.exe, p.inputs, p.device);
   } catch (const pjrt::Error& err) {
     throw pjrt::Error(std::string(err.what()) + "\n" + describe_ops(sites, mode), err.code());
@@ -309,8 +318,8 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     p.outputs[i]->buffer_ = values[i]->buffer_;
     p.outputs[i]->node_ = hlo::Value();
+    p.outputs[i]->trace_ = -1;
   }
-  return p;
 }
 
 std::string describe_ops(const std::vector<OpSite>& ops, Mode mode) {

@@ -186,6 +186,9 @@ class Engine {
   // or lowers it into the builder and sets `*key` for remember_trace.
   bool flush_trace(Program& p, uint64_t* key);
   void remember_trace(uint64_t key, const hlo::Fingerprint& program, size_t num_outputs);
+  // Runs p.exe on p.inputs and materializes p.outputs; a failure names the
+  // recording's ops.
+  void launch(Program& p, const std::vector<OpSite>& sites, Mode mode);
   hlo::Value bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& type);
 
   // Scalars: one device buffer per distinct (dtype, bits, device), reused.
