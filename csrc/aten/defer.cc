@@ -57,6 +57,7 @@ uint64_t mix_arg(uint64_t h, const Arg& a) {
     case Arg::kInt: return mix(h, static_cast<uint64_t>(a.i));
     // A generator's offset (i) enters as a program input: lowerings read
     // its tensors only, so a new offset is the same program.
+    case Arg::kGenerator: return h;
     case Arg::kDouble: return mix_double(h, a.d);
     case Arg::kIntList: return mix_ints(h, a.ints);
     case Arg::kDoubleList:
