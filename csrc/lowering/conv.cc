@@ -158,11 +158,11 @@ Value conv_transposed(Context& c, Value x, Value w, const ConvParams& p) {
 }
 
 // Whether CPU computes this 16-bit transposed convolution with its slow
-// kernel rather than oneDNN: always for f16 (oneDNN takes no f16 on common
-// CPUs), and for bf16 where an output_padding reaches its stride.
+// kernel rather than oneDNN: where oneDNN takes no such type on this host
+// (f16 on most CPUs), and wherever an output_padding reaches its stride.
 bool cpu_col2im(const ConvParams& p, ElementType t) {
   if (!p.transposed || !is_half(t)) return false;
-  if (t == ElementType::kF16) return true;
+  if (!cpu_onednn_half_conv(t)) return true;
   for (size_t i = 0; i < p.stride.size(); ++i)
     if (p.output_padding[i] >= p.stride[i]) return true;
   return false;

@@ -1,6 +1,7 @@
 #include "helpers.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -229,6 +230,17 @@ Arg opmath_arg(Builder& b, Arg x, ElementType t, bool round_scalars) {
 
 Value unfused(Builder& b, Value v) {
   return b.select(b.compare(hlo::Compare::kEQ, v, v), v, splat_like(b, NAN, v));
+}
+
+namespace {
+std::atomic<HalfConvQuery> g_half_conv_query{nullptr};
+}  // namespace
+
+void set_cpu_onednn_half_conv(HalfConvQuery query) { g_half_conv_query.store(query); }
+
+bool cpu_onednn_half_conv(ElementType t) {
+  if (HalfConvQuery q = g_half_conv_query.load()) return q(t);
+  return t == ElementType::kBF16;
 }
 
 Value round_like(Builder& b, Value x, ElementType t) {

@@ -86,9 +86,10 @@ def test_float16_convolution_accumulates_in_f32():
     assert_ulp_close(actual, expected)
 
 
-# CPU's slow transposed convolution (every f16 one; bf16 where an
-# output_padding reaches the stride) rounds each kernel tap's products and
-# adds the taps one by one in the 16-bit dtype; oneDNN (other bf16) rounds once.
+# CPU's slow transposed convolution (f16 unless the CPU has AVX512-FP16 or
+# AMX-FP16; any 16-bit type where an output_padding reaches the stride) rounds
+# each kernel tap's products and adds the taps one by one in the 16-bit dtype;
+# oneDNN rounds once. tpu follows whichever kernel CPU takes on this host.
 @pytest.mark.parametrize("dtype,kwargs", [
     (torch.float16, {"stride": 2}),
     (torch.float16, {"stride": (2, 1), "padding": 1, "groups": 2, "dilation": 2}),
