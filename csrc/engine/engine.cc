@@ -342,6 +342,12 @@ std::string describe_ops(const std::vector<OpSite>& ops, Mode mode) {
   return out;
 }
 
+void Engine::clear_cache(bool disk) {
+  auto guard = lock();
+  cache_->clear(disk);
+  compiles_at_.clear();
+}
+
 void Engine::note_compile(const std::string& site, const char* first_op,
                           const std::string& signature) {
   // Counted per site and first op: the ops of one line (a backward() call

@@ -146,6 +146,9 @@ class Engine {
   size_t pending_ops() const { return ops_; }
   Metrics& metrics() { return metrics_; }
   Cache& cache() { return *cache_; }
+  // Empties the compile cache (and its directory if `disk`); compiles after
+  // it start the per-site recompilation counts over.
+  void clear_cache(bool disk);
 
  private:
   Engine();

@@ -108,7 +108,7 @@ PYBIND11_MODULE(_C, m) {
     d["partial"] = s.partial;      // some of them in f32
     return d;
   });
-  m.def("_cache_clear", [](bool disk) { Engine::get().cache().clear(disk); });
+  m.def("_cache_clear", [](bool disk) { Engine::get().clear_cache(disk); });
   m.def("_cache_set_capacity", [](int64_t n) {
     if (n < 1) throw py::value_error("the cache capacity must be at least 1, got " + std::to_string(n));
     Engine::get().cache().set_capacity(static_cast<size_t>(n));

@@ -28,3 +28,15 @@ def test_recompilation_warning_names_changed_input_types():
     messages = [str(w.message) for w in caught if "has compiled" in str(w.message)]
     assert messages, [str(w.message) for w in caught]
     assert "tensor types changed" in messages[0] and "test_diagnostics.py" in messages[0]
+
+
+def test_recompiling_after_a_cache_clear_is_not_a_recompilation():
+    def step():
+        (torch.ones(4, 6, device="tpu") * 5).cpu()  # one site, one program
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(5):
+            torch_tpu.clear_cache()
+            step()
+    assert not [w for w in caught if "has compiled" in str(w.message)]
