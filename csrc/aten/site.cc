@@ -51,7 +51,10 @@ const std::string* empty_site() {
 // The first frame outside torch and torch_tpu, or the innermost frame when
 // all are library frames (GIL held).
 const std::string* innermost_user_site() {
-  static std::unordered_map<std::vector<uintptr_t>, std::unique_ptr<std::string>, ChainHash> sites;
+  // Call chains to sites, and one string per distinct site: ops reached
+  // through different library lines of one user line share its pointer.
+  static std::unordered_map<std::vector<uintptr_t>, const std::string*, ChainHash> sites;
+  static std::unordered_map<std::string, std::unique_ptr<std::string>> texts;
   static std::vector<uintptr_t> chain;  // (code, instruction) pairs walked
   chain.clear();
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
@@ -77,12 +80,14 @@ const std::string* innermost_user_site() {
   Py_XDECREF(frame);
   if (PyErr_Occurred()) PyErr_Clear();
   auto it = sites.find(chain);
-  if (it != sites.end()) return it->second.get();
+  if (it != sites.end()) return it->second;
   if (user == nullptr) user = innermost, user_code = innermost_code, user_at = innermost_at;
   // The line is worked out once per site: a hit compares instruction offsets.
   int line = PyCode_Addr2Line(user_code, user_at);
-  auto site = std::make_unique<std::string>(user->file + ":" + std::to_string(line));
-  return sites.emplace(chain, std::move(site)).first->second.get();
+  std::string text = user->file + ":" + std::to_string(line);
+  std::unique_ptr<std::string>& site = texts[text];
+  if (!site) site = std::make_unique<std::string>(std::move(text));
+  return sites.emplace(chain, site.get()).first->second;
 }
 
 }  // namespace

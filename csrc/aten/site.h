@@ -6,7 +6,8 @@
 
 namespace torch_tpu::aten {
 
-// The site of the running op: an interned string, valid for the life of the
+// The site of the running op: interned (one pointer per distinct site, so
+// pointers compare as sites), valid for the life of the
 // process ("" off the Python thread). Memoized by the chain of (code, line)
 // frames it was read from, so a loop pays for the walk, not for formatting.
 const std::string* python_site();

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace torch_tpu::engine {
 
@@ -215,6 +216,10 @@ void Engine::set_warning_handler(std::function<void(const std::string&)> handler
 
 void Engine::end(const char* op, const std::string* site) {
   ++ops_;
+  if (site != last_site_) {
+    last_site_ = site;
+    ++run_;
+  }
   metrics_.count(Hot::kOpsRecorded);
   op_sites_.push_back(OpSite{op, site});
   switch (mode_) {
@@ -265,10 +270,12 @@ Program Engine::flush_program(const char* cause, bool with_text) {
     reset_recording();
     return p;
   }
-  if (std::strcmp(cause, "op") == 0)
+  if (std::strcmp(cause, "op") == 0) {
     metrics_.count(Hot::kFlushOp);
-  else
+  } else {
     metrics_.count(std::string("flush_") + cause);
+    ++run_;
+  }
   if (recording_ == Recording::kTrace && with_text) to_builder();
   uint64_t trace_key = 0;
   bool from_trace = recording_ == Recording::kTrace;
@@ -351,12 +358,16 @@ void Engine::clear_cache(bool disk) {
 void Engine::note_compile(const std::string& site, const char* first_op,
                           const std::string& signature) {
   // Counted per site and first op: the ops of one line (a backward() call
-  // runs dozens) are different programs, not recompilations.
-  auto& [count, last] = compiles_at_[site + " " + first_op];
-  ++count;
-  std::string previous = last;
-  last = signature;
+  // runs dozens) are different programs, not recompilations; and per run of
+  // that code (see run_).
+  SiteCompiles& at = compiles_at_[site + " " + first_op];
+  ++at.programs;
+  std::string previous = std::exchange(at.signature, signature);
   metrics_.count("compiles_at_known_site");
+  uint64_t run = run_.load();
+  if (at.last_run == run) return;
+  at.last_run = run;
+  int count = ++at.runs;
   if (count < 4 || (count & (count - 1)) != 0 || !warn_) return;  // 4, 8, 16, ...
   std::string why = "the program changed";
   // Signatures are "types | op names": name the first difference.
@@ -366,8 +377,8 @@ void Engine::note_compile(const std::string& site, const char* first_op,
   else if (previous.substr(a) != signature.substr(b))
     why = "the recorded op sequence changed";
   metrics_.count("recompile_warnings");
-  warn_("torch_tpu: " + site + " has compiled " + std::to_string(count) +
-        " programs; " + why +
+  warn_("torch_tpu: " + site + " has compiled new programs on " + std::to_string(count) +
+        " runs (" + std::to_string(at.programs) + " programs); " + why +
         ". Stable shapes and dtypes (or Fused Eager / torch.compile) avoid recompiling.");
 }
 
@@ -424,6 +435,7 @@ ValuePtr Engine::from_host(const void* data, const hlo::TensorType& type, int de
 }
 
 void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
+  ++run_;
   pjrt::BufferPtr b = buffer(v, "host_read");
   auto start = std::chrono::steady_clock::now();
   b->to_host(dst, bytes);  // waits for the producer; raises its error, if any
@@ -433,6 +445,7 @@ void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
 }
 
 void Engine::synchronize() {
+  ++run_;
   std::deque<InFlight> launches;
   {
     auto guard = lock();

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -211,9 +212,21 @@ class Engine {
 
   // The recording's ops and where they came from, for messages.
   std::vector<OpSite> op_sites_;
-  // Compiles per call site and first op, and the last program signature
-  // compiled there.
-  std::map<std::string, std::pair<int, std::string>> compiles_at_;
+  // Compiles per call site and first op: how many programs, on how many
+  // runs of that code, and the last program signature compiled there.
+  struct SiteCompiles {
+    int programs = 0, runs = 0;
+    uint64_t last_run = 0;
+    std::string signature;
+  };
+  std::map<std::string, SiteCompiles> compiles_at_;
+  // Runs of code, for recompilation warnings: a new one starts when an op
+  // comes from another site than the op before it, at a host read or
+  // synchronize, and at each program flushed for another reason than its op
+  // (Fused Eager). The programs one run of a line compiles (a backward()
+  // compiling each of its matmul shapes once) count as one recompilation.
+  std::atomic<uint64_t> run_{1};
+  const std::string* last_site_ = nullptr;
   std::function<void(const std::string&)> warn_;
   bool donate_ = true;
 

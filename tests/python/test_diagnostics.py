@@ -30,6 +30,21 @@ def test_recompilation_warning_names_changed_input_types():
     assert "tensor types changed" in messages[0] and "test_diagnostics.py" in messages[0]
 
 
+def test_one_run_of_a_line_compiling_several_shapes_does_not_warn():
+    torch.manual_seed(0)
+    widths = [3, 5, 7, 9, 11]
+    model = torch.nn.Sequential(*[torch.nn.Linear(a, b) for a, b in zip(widths, widths[1:])]).to("tpu")
+    x = torch.randn(2, 3, device="tpu")
+    opt = torch.optim.AdamW(model.parameters())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model(x).sum().backward()  # one line: four addmm shapes, their backward mm shapes
+        opt.step()  # one line: optimizer state for eight shapes, through many lines of adam.py
+        torch.tpu.synchronize()
+    assert not [w for w in caught if "has compiled" in str(w.message)]
+    assert model[0].weight.grad is not None
+
+
 def test_recompiling_after_a_cache_clear_is_not_a_recompilation():
     def step():
         (torch.ones(4, 6, device="tpu") * 5).cpu()  # one site, one program
