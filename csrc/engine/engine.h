@@ -3,12 +3,12 @@
 // Knows nothing of torch.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_map>
