@@ -21,8 +21,12 @@ fi
 
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-# torch is pinned to the CPU build (a plain `torch` would pull a CUDA build).
+# torch is pinned to the CPU build (a plain `torch` would pull a CUDA build);
+# every package beside it is pinned to a version that keeps that pin.
+# transformers: the Hugging Face models the tests train and run (tiny configs,
+# no downloads).
 .venv/bin/pip install -q --disable-pip-version-check \
-  "torch==2.13.0" "xla-cpu-pjrt" numpy pytest ninja "cmake>=3.18" setuptools wheel
+  "torch==2.13.0" "xla-cpu-pjrt" numpy pytest ninja "cmake>=3.18" setuptools wheel \
+  "transformers==5.24.0"
 # No build isolation: the build must see the torch installed above.
 .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .

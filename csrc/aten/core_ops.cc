@@ -146,6 +146,22 @@ at::Tensor copy_from_conjugate(const at::Tensor& self, const at::Tensor& dst, bo
   return dst;
 }
 
+// Whether `self` may take `from`'s data by a shallow copy (`param.data = t`).
+// c10 answers yes only between its own dense backends, so without this
+// `module.to("tpu")` replaced each Parameter by a new one and untied shared
+// weights (a tied embedding became two tensors). Dense tpu and dense CPU
+// tensors share one TensorImpl class, so a shallow copy between them is
+// exactly what CPU <-> CUDA does.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided &&
+           (t.device().type() == kTpu || t.device().type() == c10::DeviceType::CPU);
+  };
+  const auto& a = self.unsafeGetTensorImpl()->key_set();
+  const auto& b = from.unsafeGetTensorImpl()->key_set();
+  return a == b || (dense(self) && dense(from));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
@@ -169,6 +185,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   register_lowered_ops(m);
 }
 
