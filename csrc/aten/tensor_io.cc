@@ -120,6 +120,13 @@ hlo::Value flat_value(engine::Engine& e, StorageState& st, ElementType dtype) {
   return reinterpret(b, e.use(st.value), dtype);
 }
 
+// Points the storage at its new value; the old one is what a failure of the
+// new value's program leaves the storage with.
+void replace(engine::Engine& e, StorageState& st, engine::ValuePtr next) {
+  e.supersede(next, st.value);
+  st.value = std::move(next);
+}
+
 // Whether `t` covers its whole storage densely in row-major order: the
 // common case, read and written by a reshape alone.
 bool whole_and_contiguous(const at::Tensor& t, const StorageState& st) {
@@ -147,7 +154,7 @@ void write(engine::Engine& e, const at::Tensor& t, hlo::Value v) {
   v = b.convert(v, dtype);
   if (whole_and_contiguous(t, st)) {  // the whole storage is replaced
     const int64_t n = t.numel();
-    st.value = e.produce(b.reshape(v, &n, 1));
+    replace(e, st, e.produce(b.reshape(v, &n, 1)));
     st.dtype = dtype;
     return;
   }
@@ -161,7 +168,7 @@ void write(engine::Engine& e, const at::Tensor& t, hlo::Value v) {
   } else {
     flat = reinterpret(b, lowering::strided_write(b, flat_value(e, st, dtype), v, view), st.dtype);
   }
-  st.value = e.produce(flat);
+  replace(e, st, e.produce(flat));
 }
 
 hlo::ElementType scalar_dtype(const c10::Scalar& s, bool wide) {
@@ -266,7 +273,7 @@ CapturedWrite capture_write(engine::Engine& e, const at::Tensor& t) {
   w.row_major = whole_and_contiguous(t, st);
   w.numel = w.row_major ? t.numel() : static_cast<int64_t>(st.nbytes / t.element_size());
   if (!w.row_major) w.view = view_of(t);
-  st.value = e.placeholder(hlo::TensorType{w.dtype, {w.numel}}, &w.index);
+  replace(e, st, e.placeholder(hlo::TensorType{w.dtype, {w.numel}}, &w.index));
   st.dtype = w.dtype;
   return w;
 }

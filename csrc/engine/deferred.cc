@@ -13,6 +13,7 @@ constexpr size_t kMaxTraces = 4096;
 
 TraceRef Engine::trace_ref(const ValuePtr& v) {
   if (!v->materialized()) {
+    if (v->error_) throw pjrt::Error(*v->error_);
     if (v->epoch_ != epoch_ || v->trace_ < 0)
       throw pjrt::Error("internal: a pending value outlived its program");
     return TraceRef{static_cast<uint32_t>(v->trace_), false};
@@ -84,10 +85,11 @@ void Engine::to_builder() {
   auto start = std::chrono::steady_clock::now();
   try {
     for (auto& op : deferred_) op->lower(*this);
-  } catch (...) {
-    // The recording cannot continue half lowered: its pending values are
-    // lost, as those of a program that failed to compile.
-    reset_recording();
+  } catch (const std::exception& err) {
+    // The recording cannot continue half lowered: it is abandoned as a
+    // program that failed to compile (tensors updated in place keep their
+    // old values, new ones carry the error).
+    abandon_recording(err.what());
     throw;
   }
   deferred_.clear();
@@ -98,13 +100,13 @@ void Engine::to_builder() {
                                          std::chrono::steady_clock::now() - start).count());
 }
 
-bool Engine::flush_trace(Program& p, uint64_t* key) {
+bool Engine::flush_trace(Program& p, uint64_t* key, const Priors& priors) {
   uint64_t k = mix(trace_key_, p.outputs.size());
   for (const ValuePtr& v : p.outputs) k = mix(k, static_cast<uint64_t>(v->trace_));
   // Donation as the builder's flush decides it: buffers only the trace holds.
   std::vector<bool> donated(externals_.size(), false);
   for (size_t i = 0; i < externals_.size(); ++i) {
-    donated[i] = donate_ && externals_[i].use_count() == 1;
+    donated[i] = donatable(externals_[i], priors);
     k = mix(k, donated[i] ? 3 : 2);
   }
   k = mix(k, static_cast<uint64_t>(device_));
@@ -126,7 +128,7 @@ bool Engine::flush_trace(Program& p, uint64_t* key) {
   std::vector<OpSite> sites = std::move(op_sites_);
   Mode mode = mode_;
   reset_recording();
-  launch(p, sites, mode);
+  launch(p, sites, mode, priors.of);
   return true;
 }
 

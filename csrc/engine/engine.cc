@@ -1,9 +1,12 @@
 #include "engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+
+#include <unistd.h>
 
 namespace torch_tpu::engine {
 
@@ -119,6 +122,13 @@ Engine::Engine() {
   } catch (const pjrt::Error&) {
     client_ = std::make_unique<pjrt::Client>(plugin);  // plugin without that option
   }
+  for (int d = 0; d < client_->device_count(); ++d) {
+    int64_t limit = client_->memory_limit(d);
+    // XLA:CPU's device memory is the host's.
+    if (limit < 0 && client_->platform_name() == "cpu")
+      limit = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    memory_limits_.push_back(limit);
+  }
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
   if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
   if (Warmup::wanted(c.plugin_path)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
@@ -165,6 +175,7 @@ void Engine::begin(int device) {
 hlo::Value Engine::use(const ValuePtr& v) {
   if (recording_ != Recording::kBuilder) to_builder();
   if (!v->materialized()) {
+    if (v->error_) throw pjrt::Error(*v->error_);
     if (v->epoch_ != epoch_ || !v->node_.valid())
       throw pjrt::Error("internal: a pending value outlived its program");
     return v->node_;
@@ -207,6 +218,13 @@ ValuePtr Engine::produce(hlo::Value node) {
   v->node_ = node;
   produced_.push_back(v);
   return v;
+}
+
+void Engine::supersede(const ValuePtr& next, const ValuePtr& old) {
+  if (!old || old == next) return;
+  // A prior pending in this recording is itself new: what it replaced is
+  // what a failure restores.
+  next->prior_ = old->materialized() ? old : old->prior_;
 }
 
 void Engine::set_warning_handler(std::function<void(const std::string&)> handler) {
@@ -279,7 +297,8 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   if (recording_ == Recording::kTrace && with_text) to_builder();
   uint64_t trace_key = 0;
   bool from_trace = recording_ == Recording::kTrace;
-  if (from_trace && flush_trace(p, &trace_key)) return p;
+  Priors priors = take_priors(p.outputs);
+  if (from_trace && flush_trace(p, &trace_key, priors)) return p;
   hlo::Values results;
   for (const ValuePtr& v : p.outputs) results.push_back(v->node_);
   builder_->set_results(results);
@@ -287,7 +306,7 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   // of an in-place update) is donated: the program may reuse its memory.
   if (donate_) {
     for (size_t i = 0; i < inputs_.size(); ++i)
-      if (inputs_[i].use_count() == 1) builder_->set_donated(i);
+      if (donatable(inputs_[i], priors)) builder_->set_donated(i);
   }
   // A program seen before is found by its fingerprint, without printing it.
   hlo::Fingerprint key = builder_->fingerprint();
@@ -307,26 +326,93 @@ Program Engine::flush_program(const char* cause, bool with_text) {
     try {
       p.exe = cache_->get(key, p.text);
     } catch (const pjrt::Error& err) {
-      throw pjrt::Error(std::string(err.what()) + "\n" + describe_ops(sites, mode), err.code());
+      std::string why = std::string(err.what()) + "\n" + describe_ops(sites, mode);
+      abandon(p.outputs, priors.of, why);
+      throw pjrt::Error(why, err.code());
     }
     if (!signature.empty()) note_compile(*site, sites.front().op, signature);
   }
-  launch(p, sites, mode);
+  launch(p, sites, mode, priors.of);
   return p;
 }
 
-void Engine::launch(Program& p, const std::vector<OpSite>& sites, Mode mode) {
+void Engine::launch(Program& p, const std::vector<OpSite>& sites, Mode mode,
+                    const std::vector<ValuePtr>& priors) {
   std::vector<ValuePtr> values;
   try {
     values = run(*p.exe, p.inputs, p.device);
   } catch (const pjrt::Error& err) {
-    throw pjrt::Error(std::string(err.what()) + "\n" + describe_ops(sites, mode), err.code());
+    std::string why = std::string(err.what()) + "\n" + describe_ops(sites, mode);
+    abandon(p.outputs, priors, why);
+    throw pjrt::Error(why, err.code());
   }
   for (size_t i = 0; i < p.outputs.size(); ++i) {
-    p.outputs[i]->buffer_ = values[i]->buffer_;
-    p.outputs[i]->node_ = hlo::Value();
-    p.outputs[i]->trace_ = -1;
+    DeviceValue& v = *p.outputs[i];
+    v.buffer_ = values[i]->buffer_;
+    v.node_ = hlo::Value();
+    v.trace_ = -1;
+    v.prior_.reset();
   }
+}
+
+Engine::Priors Engine::take_priors(const std::vector<ValuePtr>& outputs) {
+  Priors p;
+  p.of.reserve(outputs.size());
+  std::unordered_map<const DeviceValue*, long> uses;
+  for (const ValuePtr& v : outputs) {
+    p.of.push_back(v->prior_);
+    if (v->prior_) ++uses[v->prior_.get()];
+  }
+  // A prior that only these outputs and `p.of` hold keeps one reference to
+  // its buffer that is no reason not to donate it.
+  for (const auto& [prior, n] : uses)
+    if (prior->buffer_) {
+      const ValuePtr& any = *std::find_if(p.of.begin(), p.of.end(),
+                                          [&](const ValuePtr& q) { return q.get() == prior; });
+      if (any.use_count() == 2 * n) ++p.held[prior->buffer_.get()];
+    }
+  return p;
+}
+
+bool Engine::donatable(const pjrt::BufferPtr& buffer, const Priors& priors) const {
+  if (!donate_) return false;
+  auto it = priors.held.find(buffer.get());
+  return buffer.use_count() == 1 + (it == priors.held.end() ? 0 : it->second);
+}
+
+void Engine::abandon(const std::vector<ValuePtr>& values, const std::vector<ValuePtr>& priors,
+                     const std::string& why) {
+  auto error = std::make_shared<const std::string>(
+      "tpu: this tensor has no value: the program that computes it failed:\n" + why);
+  for (size_t i = 0; i < values.size(); ++i) {
+    DeviceValue& v = *values[i];
+    const ValuePtr& old = i < priors.size() ? priors[i] : nullptr;
+    v.node_ = hlo::Value();
+    v.trace_ = -1;
+    v.prior_.reset();
+    bool usable = false;
+    if (old && old->materialized() && old->type_ == v.type_) {
+      try {
+        usable = !old->buffer_->is_deleted();
+      } catch (const pjrt::Error&) {
+      }
+    }
+    if (usable)
+      v.buffer_ = old->buffer_;
+    else
+      v.error_ = error;
+  }
+}
+
+void Engine::abandon_recording(const std::string& why) {
+  std::vector<ValuePtr> live, priors;
+  for (auto& w : produced_)
+    if (ValuePtr v = w.lock()) {
+      priors.push_back(v->prior_);
+      live.push_back(std::move(v));
+    }
+  abandon(live, priors, why);
+  reset_recording();
 }
 
 std::string describe_ops(const std::vector<OpSite>& ops, Mode mode) {
@@ -391,6 +477,13 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
   // Programs finish mostly in launch order: release the inputs of finished
   // ones at the front (one readiness query each) before this launch allocates.
   while (!in_flight_.empty() && in_flight_.front().done->is_ready()) in_flight_.pop_front();
+  int64_t needed = exe.run_bytes(), limit = memory_limits_.at(device);
+  if (needed >= 0 && limit > 0 && needed > limit)
+    throw pjrt::Error("RESOURCE_EXHAUSTED: out of memory on tpu:" + std::to_string(device) +
+                          ": the program needs " + std::to_string(needed) +
+                          " bytes for its results and temporaries; the device has " +
+                          std::to_string(limit),
+                      PJRT_Error_Code_RESOURCE_EXHAUSTED);
   auto start = std::chrono::steady_clock::now();
   pjrt::ExecuteResult result = exe.execute(args, client_->device(device));
   metrics_.count(Hot::kExecutions);
@@ -420,6 +513,7 @@ void Engine::launched(std::shared_ptr<pjrt::Event> done,
 
 pjrt::BufferPtr Engine::buffer(const ValuePtr& v, const char* cause) {
   auto guard = lock();
+  if (v->error_) throw pjrt::Error(*v->error_);
   if (!v->materialized()) flush(cause);
   if (!v->materialized()) throw pjrt::Error("internal: value not materialized after flush");
   return v->buffer_;

@@ -86,6 +86,10 @@ class Engine {
   hlo::Value scalar(hlo::ElementType dtype, uint64_t bits);
   // A new pending value computed by `node`.
   ValuePtr produce(hlo::Value node);
+  // `next` (pending) replaces `old` in its holder, a storage written in
+  // place: if next's program fails, next takes old's contents back, so a
+  // failure never loses what existed before the program.
+  void supersede(const ValuePtr& next, const ValuePtr& old);
   // Ends an op: flushes now or later according to the mode. `site` is where
   // the op came from (a Python file:line, interned by the caller: it must
   // outlive the engine), for errors and recompile warnings.
@@ -157,6 +161,10 @@ class Engine {
 
   std::recursive_mutex mu_;
   std::unique_ptr<pjrt::Client> client_;
+  // Per device, the bytes a program may allocate (-1: unknown). A program
+  // that needs more fails before launch, while its inputs are intact: an
+  // asynchronous failure would find the buffers it was donated gone.
+  std::vector<int64_t> memory_limits_;
   std::unique_ptr<Cache> cache_;
   std::unique_ptr<Warmup> warmup_;  // uses client_ and cache_: declared after them
   Metrics metrics_;
@@ -184,15 +192,33 @@ class Engine {
   std::vector<hlo::Value> trace_nodes_;
   uint64_t trace_key_ = 0;
   std::unordered_map<uint64_t, TraceEntry> traces_;
+  // The priors of a program's outputs (output i's, or null), copied from
+  // them, and per buffer the references that only those priors hold: such a
+  // buffer is still donated (see donatable).
+  struct Priors {
+    std::vector<ValuePtr> of;
+    std::unordered_map<const pjrt::Buffer*, long> held;
+  };
   // Lowers the deferred ops into the builder; the recording continues there.
   void to_builder();
   // The flush of a trace: launches a known one without lowering it (true),
   // or lowers it into the builder and sets `*key` for remember_trace.
-  bool flush_trace(Program& p, uint64_t* key);
+  bool flush_trace(Program& p, uint64_t* key, const Priors& priors);
   void remember_trace(uint64_t key, const hlo::Fingerprint& program, size_t num_outputs);
   // Runs p.exe on p.inputs and materializes p.outputs; a failure names the
   // recording's ops.
-  void launch(Program& p, const std::vector<OpSite>& sites, Mode mode);
+  void launch(Program& p, const std::vector<OpSite>& sites, Mode mode,
+              const std::vector<ValuePtr>& priors);
+  Priors take_priors(const std::vector<ValuePtr>& outputs);
+  // Whether a program may reuse `buffer`'s memory: nothing but the recording
+  // (and the priors kept for a failure) holds it.
+  bool donatable(const pjrt::BufferPtr& buffer, const Priors& priors) const;
+  // Values of a program that will not run: each takes its prior's buffer
+  // back when it has a usable one, else remembers `why` for whoever reads it.
+  static void abandon(const std::vector<ValuePtr>& values, const std::vector<ValuePtr>& priors,
+                      const std::string& why);
+  // abandon() for every live value of the current recording; then resets it.
+  void abandon_recording(const std::string& why);
   hlo::Value bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& type);
 
   // Scalars: one device buffer per distinct (dtype, bits, device), reused.

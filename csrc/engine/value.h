@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "../hlo/builder.h"
 #include "../pjrt/buffer.h"
@@ -18,6 +19,8 @@ class DeviceValue {
   int device() const { return device_; }
   bool materialized() const { return buffer_ != nullptr; }
   const pjrt::BufferPtr& buffer() const { return buffer_; }
+  // Why this value will never be computed (its program failed), or null.
+  const std::string* error() const { return error_.get(); }
 
  private:
   friend class Engine;
@@ -27,6 +30,11 @@ class DeviceValue {
   uint64_t epoch_ = 0;       // the recording this node belongs to (if pending)
   hlo::Value node_;          // valid only while pending in that recording
   int32_t trace_ = -1;       // a deferred op's placeholder: its index in the trace
+  // While pending: the materialized value this one replaces in its holder (a
+  // storage updated in place). If the program fails, this value takes the
+  // prior's buffer back, so nothing that existed before the program is lost.
+  std::shared_ptr<DeviceValue> prior_;
+  std::shared_ptr<const std::string> error_;  // set when its program failed
 };
 
 using ValuePtr = std::shared_ptr<DeviceValue>;

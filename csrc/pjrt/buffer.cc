@@ -24,6 +24,13 @@ std::vector<int64_t> Buffer::dims() const {
   return std::vector<int64_t>(a.dims, a.dims + a.num_dims);
 }
 
+bool Buffer::is_deleted() const {
+  auto a = PJRT_ARGS(PJRT_Buffer_IsDeleted);
+  a.buffer = buffer_;
+  PJRT_CALL(api_, PJRT_Buffer_IsDeleted, a);
+  return a.is_deleted;
+}
+
 size_t Buffer::on_device_size() const {
   auto a = PJRT_ARGS(PJRT_Buffer_OnDeviceSizeInBytes);
   a.buffer = buffer_;

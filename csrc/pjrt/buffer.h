@@ -20,6 +20,8 @@ class Buffer {
   PJRT_Buffer_Type element_type() const;
   std::vector<int64_t> dims() const;
   size_t on_device_size() const;
+  // Whether the contents are gone (donated to a program, or deleted).
+  bool is_deleted() const;
 
   // Waits until the buffer's contents are defined (its producer finished).
   void await_ready() const;

@@ -128,6 +128,18 @@ DeviceInfo Client::device_info(int index) const {
   return info;
 }
 
+int64_t Client::memory_limit(int index) const {
+  if (!api_->PJRT_Device_MemoryStats) return -1;
+  auto m = PJRT_ARGS(PJRT_Device_MemoryStats);
+  m.device = device(index);
+  try {
+    PJRT_CALL(api_, PJRT_Device_MemoryStats, m);
+  } catch (const Error&) {
+    return -1;  // unimplemented by this plugin
+  }
+  return m.bytes_limit_is_set ? m.bytes_limit : -1;
+}
+
 BufferPtr Client::buffer_from_host(const void* data, PJRT_Buffer_Type type,
                                    const std::vector<int64_t>& dims,
                                    int index) const {

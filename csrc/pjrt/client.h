@@ -35,6 +35,9 @@ class Client {
   int device_count() const { return static_cast<int>(devices_.size()); }
   PJRT_Device* device(int index) const;
   DeviceInfo device_info(int index) const;
+  // The bytes of memory device `index` may allocate, as the plugin reports
+  // it; -1 when it does not (XLA:CPU: the host's memory).
+  int64_t memory_limit(int index) const;
 
   // Copies `data` (dense, row-major) into a new buffer on device `index`.
   // The host memory may be reused as soon as this returns.

@@ -14,6 +14,17 @@ Executable::Executable(const PJRT_Api* api, PJRT_LoadedExecutable* exe)
   n.executable = exe_view_;
   PJRT_CALL(api_, PJRT_Executable_NumOutputs, n);
   num_outputs_ = n.num_outputs;
+  auto m = PJRT_ARGS(PJRT_Executable_GetCompiledMemoryStats);
+  m.executable = exe_view_;
+  if (api_->PJRT_Executable_GetCompiledMemoryStats) {
+    try {
+      PJRT_CALL(api_, PJRT_Executable_GetCompiledMemoryStats, m);
+      run_bytes_ = std::max<int64_t>(
+          0, m.output_size_in_bytes - m.alias_size_in_bytes + m.temp_size_in_bytes);
+    } catch (const Error&) {
+      // Not reported by this plugin: launches are not checked.
+    }
+  }
 }
 
 Executable::~Executable() {

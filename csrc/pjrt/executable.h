@@ -23,6 +23,10 @@ class Executable {
   Executable& operator=(const Executable&) = delete;
 
   size_t num_outputs() const { return num_outputs_; }
+  // Device memory one run allocates beyond its arguments (outputs not
+  // aliasing an argument, plus temporaries), from the compiled program's
+  // memory statistics; -1 when the plugin does not report them.
+  int64_t run_bytes() const { return run_bytes_; }
 
   // Launches on `device` without waiting. Arguments are borrowed for the
   // duration of the call; PJRT orders the launch after their producers.
@@ -46,6 +50,7 @@ class Executable {
   PJRT_LoadedExecutable* exe_;
   PJRT_Executable* exe_view_;  // owned: from GetExecutable, destroyed with us
   size_t num_outputs_ = 0;
+  int64_t run_bytes_ = -1;
 };
 
 using ExecutablePtr = std::shared_ptr<Executable>;
