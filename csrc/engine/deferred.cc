@@ -25,17 +25,21 @@ TraceRef Engine::trace_ref(const ValuePtr& v) {
   if (added) {
     externals_.push_back(v->buffer_);
     external_types_.push_back(v->type_);
+    external_scalar_.push_back(false);
+    external_nodes_.emplace_back();
   }
   return TraceRef{it->second, true};
 }
 
 TraceRef Engine::trace_buffer(const pjrt::BufferPtr& buffer, hlo::ElementType dtype) {
-  auto [it, added] = external_index_.emplace(buffer.get(), externals_.size());
-  if (added) {
-    externals_.push_back(buffer);
-    external_types_.push_back(hlo::TensorType{dtype, {}});
-  }
-  return TraceRef{it->second, true};
+  // Every use is its own external: an equal value must not change the trace.
+  auto index = static_cast<uint32_t>(externals_.size());
+  external_index_.emplace(buffer.get(), index);
+  externals_.push_back(buffer);
+  external_types_.push_back(hlo::TensorType{dtype, {}});
+  external_scalar_.push_back(true);
+  external_nodes_.emplace_back();
+  return TraceRef{index, true};
 }
 
 ValuePtr Engine::placeholder(const hlo::TensorType& type, uint32_t* index) {
@@ -58,7 +62,14 @@ void Engine::defer(DeferredPtr op, uint64_t key) {
 }
 
 hlo::Value Engine::trace_input(TraceRef ref) {
-  if (ref.external) return bind(externals_.at(ref.index), external_types_.at(ref.index));
+  if (ref.external) {
+    hlo::Value& node = external_nodes_.at(ref.index);
+    if (!node.valid())
+      node = external_scalar_[ref.index]
+                 ? bind_scalar(externals_[ref.index], external_types_[ref.index], ref.index)
+                 : bind(externals_[ref.index], external_types_[ref.index], ref.index);
+    return node;
+  }
   const hlo::Value& node = trace_nodes_.at(ref.index);
   if (!node.valid()) throw pjrt::Error("internal: a deferred op read a result not lowered yet");
   return node;
@@ -135,10 +146,9 @@ bool Engine::flush_trace(Program& p, uint64_t* key, const Priors& priors) {
 void Engine::remember_trace(uint64_t key, const hlo::Fingerprint& program, size_t num_outputs) {
   TraceEntry entry{program, {}, num_outputs};
   entry.params.reserve(inputs_.size());
-  for (const pjrt::BufferPtr& b : inputs_) {
-    auto it = external_index_.find(b.get());
-    if (it == external_index_.end()) return;  // bound outside the trace: not replayable
-    entry.params.push_back(it->second);
+  for (int64_t e : input_externals_) {
+    if (e < 0) return;  // bound outside the trace: not replayable
+    entry.params.push_back(static_cast<uint32_t>(e));
   }
   if (traces_.size() >= kMaxTraces) traces_.clear();
   traces_[key] = std::move(entry);

@@ -152,6 +152,9 @@ void Engine::reset_recording() {
   deferred_.clear();
   externals_.clear();
   external_types_.clear();
+  external_scalar_.clear();
+  external_nodes_.clear();
+  input_externals_.clear();
   external_index_.clear();
   trace_nodes_.clear();
   trace_key_ = 0;
@@ -186,12 +189,26 @@ hlo::Value Engine::use(const ValuePtr& v) {
   return bind(v->buffer_, v->type_);
 }
 
-hlo::Value Engine::bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& type) {
+hlo::Value Engine::bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& type,
+                        int64_t external) {
   auto it = bound_.find(buffer.get());
   if (it != bound_.end()) return it->second;
   hlo::Value p = builder_->parameter(type);
   inputs_.push_back(buffer);
+  if (external < 0) {
+    auto e = external_index_.find(buffer.get());
+    if (e != external_index_.end() && !external_scalar_.at(e->second)) external = e->second;
+  }
+  input_externals_.push_back(external);
   bound_.emplace(buffer.get(), p);
+  return p;
+}
+
+hlo::Value Engine::bind_scalar(const pjrt::BufferPtr& buffer, const hlo::TensorType& type,
+                               int64_t external) {
+  hlo::Value p = builder_->parameter(type);
+  inputs_.push_back(buffer);
+  input_externals_.push_back(external);
   return p;
 }
 
@@ -208,7 +225,7 @@ pjrt::BufferPtr Engine::scalar_buffer(hlo::ElementType dtype, uint64_t bits) {
 
 hlo::Value Engine::scalar(hlo::ElementType dtype, uint64_t bits) {
   if (recording_ != Recording::kBuilder) to_builder();
-  return bind(scalar_buffer(dtype, bits), hlo::TensorType{dtype, {}});
+  return bind_scalar(scalar_buffer(dtype, bits), hlo::TensorType{dtype, {}});
 }
 
 ValuePtr Engine::produce(hlo::Value node) {

@@ -188,6 +188,12 @@ class Engine {
   std::vector<DeferredPtr> deferred_;
   std::vector<pjrt::BufferPtr> externals_;
   std::vector<hlo::TensorType> external_types_;
+  // Host scalars are externals of their own at every use, equal values too
+  // (values must never decide the program); their parameter, once bound.
+  std::vector<bool> external_scalar_;
+  std::vector<hlo::Value> external_nodes_;
+  // Parameter i's external index (-1: bound outside the trace).
+  std::vector<int64_t> input_externals_;
   std::unordered_map<const pjrt::Buffer*, uint32_t> external_index_;
   std::vector<hlo::Value> trace_nodes_;
   uint64_t trace_key_ = 0;
@@ -219,7 +225,12 @@ class Engine {
                       const std::string& why);
   // abandon() for every live value of the current recording; then resets it.
   void abandon_recording(const std::string& why);
-  hlo::Value bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& type);
+  // The parameter of a tensor's buffer: one per buffer.
+  hlo::Value bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& type,
+                  int64_t external = -1);
+  // A new parameter for a host scalar, even when an equal one is bound.
+  hlo::Value bind_scalar(const pjrt::BufferPtr& buffer, const hlo::TensorType& type,
+                         int64_t external = -1);
 
   // Scalars: one device buffer per distinct (dtype, bits, device), reused.
   std::map<std::tuple<int, uint64_t, int>, pjrt::BufferPtr> scalar_buffers_;

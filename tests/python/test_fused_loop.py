@@ -95,3 +95,24 @@ def test_scalar_list_values_reuse_meta_inference():
     assert torch_tpu.metrics().get("meta_cache_misses", 0) == 0, torch_tpu.metrics()
     for a, e in zip(tpu[0], params):
         assert_same(a, e)
+
+
+def test_equal_python_scalars_do_not_change_the_program():
+    # Scalars are program inputs: `x * a + b` is one program whether or not
+    # a == b (equal values once shared one input and made another program).
+    pairs = [(0.5, 0.5), (2.0, 3.0), (3.0, 3.0), (-1.0, -1.0), (0.1, 0.2)]
+    x = torch.randn(8)
+
+    def body(xt, a, b):
+        z = (xt * a + b).sub(a).mul(b)  # a second use of each value in one program
+        torch.testing.assert_close(z.cpu(), (x * a + b - a) * b)
+
+    for mode in ["DEFER_AND_FUSE", "DEFER_NEVER"]:
+        with torch_tpu.eager_mode(mode):
+            xt = x.to("tpu")
+            for _ in range(3):
+                body(xt, 0.5, 0.25)  # warm-up: distinct values
+            misses = torch_tpu.cache_stats()["misses"]
+            for a, b in pairs:
+                body(xt, a, b)
+            assert torch_tpu.cache_stats()["misses"] == misses, mode
