@@ -13,6 +13,7 @@ SCRIPTS = {
     "training": ["rows", "cache_hit_loops"],
     "cold_warm": ["rows"],
     "quickstart_speed": ["add_latency_us", "quickstart_steps_per_s"],
+    "soak": ["steps", "steps_per_s"],
 }
 
 
