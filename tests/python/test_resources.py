@@ -119,3 +119,43 @@ def test_out_of_memory_in_a_fused_program_names_its_ops(tmp_path):
     assert "OOM: tpu out of memory" in out
     assert f"aten::mm at {script}:{line}" in out
     assert f"aten::sum at {script}:{line}" in out
+
+
+def _plugin():
+    import torch_tpu
+    return torch_tpu._C._platform()[3]
+
+
+TRUNCATED_PLUGIN_CHILD = """
+import torch
+try:
+    torch.ones(3, device="tpu")
+    print("NO ERROR")
+except RuntimeError as e:
+    print("ERROR:", e)
+"""
+
+
+@pytest.mark.parametrize("keep", [1 << 20, 64 << 20])
+def test_truncated_plugin_is_an_error_naming_the_file(tmp_path, keep):
+    # Cut inside the segments (64 MiB) or before the section headers (1 MiB);
+    # the loader maps such a file and the first op died of SIGBUS.
+    folder = tmp_path / "xla_cpu_pjrt"
+    folder.mkdir()
+    cut = folder / "xla_cpu_pjrt.so"
+    with open(_plugin(), "rb") as src, open(cut, "wb") as dst:
+        dst.write(src.read(keep))
+    done, _ = _run(tmp_path, TRUNCATED_PLUGIN_CHILD, TORCH_TPU_PJRT_PLUGIN=str(cut))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"ERROR: PJRT plugin '{cut}' is damaged" in done.stdout
+    assert f"the file is {keep} bytes" in done.stdout
+    assert "pip install --force-reinstall xla-cpu-pjrt" in done.stdout
+
+
+def test_plugin_that_is_not_elf_is_an_error_naming_the_file(tmp_path):
+    fake = tmp_path / "plugin.so"
+    fake.write_text("not a library\n")
+    done, _ = _run(tmp_path, TRUNCATED_PLUGIN_CHILD, TORCH_TPU_PJRT_PLUGIN=str(fake))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"ERROR: PJRT plugin '{fake}' is damaged (it is not an ELF file" in done.stdout
+    assert "TORCH_TPU_PJRT_PLUGIN" in done.stdout
