@@ -159,3 +159,80 @@ def test_plugin_that_is_not_elf_is_an_error_naming_the_file(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"ERROR: PJRT plugin '{fake}' is damaged (it is not an ELF file" in done.stdout
     assert "TORCH_TPU_PJRT_PLUGIN" in done.stdout
+
+
+CACHE_CHILD = """
+import json, warnings, torch, torch_tpu
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    x = torch.ones(4, device="tpu")
+    total = (x * 2).sum().item()
+    y = torch.ones(4, device="tpu")  # the same programs again: no second warning
+    total += (y * 2).sum().item()
+m = torch_tpu.metrics()
+print(json.dumps({"total": total, "warnings": [str(w.message) for w in caught],
+                  "stats": torch_tpu.cache_stats(),
+                  "damaged": m.get("cache_disk_damaged", 0),
+                  "repaired": m.get("cache_disk_repaired", 0)}))
+"""
+
+
+def _cache_run(tmp_path, cache):
+    done, _ = _run(tmp_path, CACHE_CHILD, TORCH_TPU_CACHE_DIR=str(cache), TORCH_TPU_DISK_CACHE="1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["total"] == 16.0
+    return result
+
+
+def _entries(cache):
+    return sorted(cache / p for p in os.listdir(cache) if p.endswith(".xc"))
+
+
+def _ours(result):
+    return [w for w in result["warnings"] if "compile cache" in w]
+
+
+def test_damaged_cache_entries_warn_once_naming_the_file_and_are_replaced(tmp_path):
+    cache = tmp_path / "cache"
+    first = _cache_run(tmp_path, cache)
+    assert _ours(first) == []
+    entries = _entries(cache)
+    assert len(entries) == first["stats"]["misses"] >= 3
+    truncated, flipped, emptied = entries[:3]
+    truncated.write_bytes(truncated.read_bytes()[:100])
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    flipped.write_bytes(bytes(data))
+    emptied.write_bytes(b"")
+
+    second = _cache_run(tmp_path, cache)
+    warned = _ours(second)
+    assert len(warned) == 3 and second["damaged"] == 3, warned
+    for path, why in [(truncated, "truncated"), (flipped, "checksum mismatch"), (emptied, "empty")]:
+        assert any(f"compile cache file {path} is damaged ({why})" in w for w in warned), warned
+    assert second["stats"]["misses"] == 3
+
+    third = _cache_run(tmp_path, cache)  # replaced: every program loads from disk
+    assert _ours(third) == [] and third["damaged"] == 0
+    assert third["stats"]["misses"] == 0
+    assert third["stats"]["disk_hits"] == len(entries)
+
+
+def test_cache_entry_replaced_by_a_directory_is_repaired(tmp_path):
+    cache = tmp_path / "cache"
+    first = _cache_run(tmp_path, cache)
+    entry = _entries(cache)[0]
+    entry.unlink()
+    (entry / "inside").mkdir(parents=True)
+    (entry / "inside" / "file").write_text("x")
+
+    second = _cache_run(tmp_path, cache)
+    warned = _ours(second)
+    assert len(warned) == 1 and second["repaired"] == 1, warned
+    assert f"compile cache entry {entry} was a directory" in warned[0]
+    assert entry.is_file()
+
+    third = _cache_run(tmp_path, cache)
+    assert _ours(third) == [] and third["stats"]["misses"] == 0
+    assert third["stats"]["disk_hits"] == first["stats"]["misses"]
