@@ -427,7 +427,8 @@ void Engine::note_failure(const InFlight& l) {
   try {
     l.done->check_ready();
   } catch (const pjrt::Error& err) {
-    std::string ops = l.ops.empty() ? "  (in a program launched earlier)" : describe_ops(l.ops, l.mode);
+    std::string ops =
+        l.ops.empty() ? "  (in a program launched earlier)" : describe_ops(l.ops, l.mode);
     if (failures_.size() < 8) failures_.push_back(Failure{err.what(), std::move(ops), err.code()});
   }
 }
