@@ -20,6 +20,8 @@ int device_count() noexcept {
     static bool wired = [&] {
       // Engine warnings (recompilations) surface as Python warnings.
       e.set_warning_handler([](const std::string& m) { TORCH_WARN(m); });
+      // So do the compile cache's (a damaged or repaired disk entry).
+      e.cache().set_warning_handler([](const std::string& m) { TORCH_WARN(m); });
       // XLA:CPU runs f32 dots fastest with their bf16 split terms as bf16
       // operands (lowering/precision.h); other plugins keep f32 operands
       // unless TORCH_TPU_BF16_DOTS=1. Every kernel checks its device (this

@@ -130,7 +130,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
   if (pjrt::ExecutablePtr hit = lookup(key)) return hit;
   std::string path = path_of(program);
   auto load_start = std::chrono::steady_clock::now();
-  pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program);
+  pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program, /*caller=*/true);
   if (exe) {
     metrics_.count("cache_disk_hits");
     metrics_.time("disk_load", std::chrono::duration<double>(
@@ -151,6 +151,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
       ++stats_.misses;
     }
     if (!path.empty()) store(path, program, *exe);
+    deliver_warnings();  // any the warm-up thread found
   }
   std::lock_guard<std::mutex> lock(mu_);
   insert(key, exe);
@@ -167,36 +168,106 @@ std::string Cache::path_of(const std::string& program) const {
 
 pjrt::ExecutablePtr Cache::get_uncounted(const std::string& program) {
   std::string path = path_of(program);
-  if (pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program)) return exe;
+  if (pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program, /*caller=*/false))
+    return exe;
   pjrt::ExecutablePtr exe = compile_checked(client_, program);
   if (!path.empty()) store(path, program, *exe, /*counted=*/false);
   return exe;
 }
 
-pjrt::ExecutablePtr Cache::load(const std::string& path, const std::string& program) {
+pjrt::ExecutablePtr Cache::load(const std::string& path, const std::string& program,
+                                bool caller) {
+  if (!repair(path, caller)) return nullptr;
   std::ifstream f(path, std::ios::binary);
-  if (!f) return nullptr;
+  if (!f) return nullptr;  // not stored yet
   std::stringstream ss;
   ss << f.rdbuf();
   std::string data = ss.str();
+  // A damaged file is compiled again and replaced; it is warned about, as
+  // damage here may mean damage elsewhere (a full disk, a failing one).
+  auto damaged = [&](const char* why) -> pjrt::ExecutablePtr {
+    warn(path, "cache_disk_damaged",
+         "torch_tpu: the compile cache file " + path + " is damaged (" + why +
+             "); the program is compiled again and the file replaced.",
+         caller);
+    return nullptr;
+  };
   // Layout: magic, key length, key, executable length, executable, checksum.
   size_t pos = sizeof(kMagic);
   uint64_t key_size = 0, exe_size = 0, checksum = 0;
-  if (data.size() < pos || std::memcmp(data.data(), kMagic, pos) != 0) return nullptr;
-  if (!get_u64(data, pos, key_size) || pos + key_size > data.size()) return nullptr;
-  if (data.compare(pos, key_size, identity_ + program) != 0) return nullptr;  // collision
+  if (data.size() < pos || std::memcmp(data.data(), kMagic, pos) != 0)
+    return damaged(data.empty() ? "empty" : "not a torch_tpu cache file");
+  if (!get_u64(data, pos, key_size) || pos + key_size > data.size()) return damaged("truncated");
+  // Another program or plugin under the same name (a hash collision): not
+  // damage; the newer one replaces it.
+  if (data.compare(pos, key_size, identity_ + program) != 0) return nullptr;
   pos += key_size;
-  if (!get_u64(data, pos, exe_size) || pos + exe_size > data.size()) return nullptr;
+  if (!get_u64(data, pos, exe_size) || pos + exe_size > data.size()) return damaged("truncated");
   std::string exe_bytes = data.substr(pos, exe_size);
   pos += exe_size;
   size_t body = pos;
-  if (!get_u64(data, pos, checksum) || pos != data.size()) return nullptr;
-  if (hash(data.substr(0, body)) != checksum) return nullptr;
+  if (!get_u64(data, pos, checksum) || pos != data.size()) return damaged("wrong length");
+  if (hash(data.substr(0, body)) != checksum) return damaged("checksum mismatch");
   try {
     return client_.deserialize(exe_bytes);
   } catch (const pjrt::Error&) {
-    return nullptr;  // a foreign or stale file: recompile and replace it
+    return damaged("the plugin cannot load the executable in it");
   }
+}
+
+bool Cache::repair(const std::string& path, bool caller) {
+  std::error_code ec;
+  auto status = std::filesystem::symlink_status(path, ec);
+  if (ec || !std::filesystem::exists(status) || std::filesystem::is_regular_file(status))
+    return true;
+  // Only this cache writes names like this one; what stands there instead
+  // (a directory) would make every later store fail to rename onto it.
+  std::string kind = std::filesystem::is_directory(status) ? "a directory" : "not a regular file";
+  std::filesystem::remove_all(path, ec);
+  if (ec) {
+    warn(path, "cache_disk_unrepairable",
+         "torch_tpu: the compile cache entry " + path + " is " + kind +
+             " and cannot be removed (" + ec.message() +
+             "); remove it by hand, or set TORCH_TPU_CACHE_DIR to another directory.",
+         caller);
+    return false;
+  }
+  warn(path, "cache_disk_repaired",
+       "torch_tpu: the compile cache entry " + path + " was " + kind +
+           "; removed it, and the program is compiled again and stored there.",
+       caller);
+  return true;
+}
+
+void Cache::warn(const std::string& path, const char* metric, const std::string& message,
+                 bool caller) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!warned_.insert(path).second) return;
+    pending_warnings_.push_back(message);
+  }
+  metrics_.count(metric);
+  if (caller) deliver_warnings();
+}
+
+void Cache::deliver_warnings() {
+  std::vector<std::string> out;
+  std::function<void(const std::string&)> handler;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!warn_ || pending_warnings_.empty()) return;
+    out.swap(pending_warnings_);
+    handler = warn_;
+  }
+  for (const std::string& m : out) handler(m);
+}
+
+void Cache::set_warning_handler(std::function<void(const std::string&)> handler) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    warn_ = std::move(handler);
+  }
+  deliver_warnings();
 }
 
 void Cache::store(const std::string& path, const std::string& program,
@@ -249,7 +320,7 @@ void Cache::clear(bool disk) {
   if (disk && !directory_.empty()) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(directory_, ec))
-      if (e.path().extension() == ".xc") std::filesystem::remove(e.path(), ec);
+      if (e.path().extension() == ".xc") std::filesystem::remove_all(e.path(), ec);
   }
 }
 

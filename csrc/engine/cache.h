@@ -2,7 +2,9 @@
 // program's structural fingerprint (so a hit never prints the program); on
 // disk when a directory is configured, keyed by the program text plus the
 // plugin identity, as executables serialized by the plugin, written
-// atomically and validated on read.
+// atomically and validated on read. A damaged entry is compiled again and
+// replaced, and a path that is not a file (a directory) is removed first;
+// each is warned about once, naming the file.
 //
 // The memory tier is bounded (least recently used first out): a loaded
 // executable holds host resources for as long as it lives, and on XLA:CPU
@@ -17,11 +19,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "../hlo/builder.h"
 #include "../pjrt/client.h"
@@ -61,12 +66,25 @@ class Cache {
   void set_capacity(size_t capacity);
   size_t capacity() const;
   const std::string& directory() const { return directory_; }
+  // Receives the disk tier's warnings (a damaged entry, a path repaired).
+  // Those found on another thread (the warm-up's) wait for the next compile
+  // on a caller's thread, or for this call.
+  void set_warning_handler(std::function<void(const std::string&)> handler);
 
   static uint64_t hash(const std::string& text);  // FNV-1a 64
 
  private:
   std::string path_of(const std::string& program) const;  // empty: no disk tier
-  pjrt::ExecutablePtr load(const std::string& path, const std::string& program);
+  // `caller`: on the thread of a counted get (warnings go out at once).
+  pjrt::ExecutablePtr load(const std::string& path, const std::string& program, bool caller);
+  // Removes what stands at `path` when it is not a regular file (true: a
+  // file can be written there now).
+  bool repair(const std::string& path, bool caller);
+  // Once per path: counts `metric`, queues the warning, and delivers the
+  // queue when `caller` and a handler is set.
+  void warn(const std::string& path, const char* metric, const std::string& message,
+            bool caller);
+  void deliver_warnings();
   void store(const std::string& path, const std::string& program,
              const pjrt::Executable& exe, bool counted = true);
   // Both with mu_ held.
@@ -87,6 +105,9 @@ class Cache {
   std::list<hlo::Fingerprint> recent_;  // keys, most recently used first
   std::unordered_map<hlo::Fingerprint, Entry, hlo::FingerprintHash> entries_;
   CacheStats stats_;
+  std::function<void(const std::string&)> warn_;  // guarded by mu_, like the two below
+  std::set<std::string> warned_;                  // paths warned about
+  std::vector<std::string> pending_warnings_;
 };
 
 }  // namespace torch_tpu::engine

@@ -345,7 +345,7 @@ Program Engine::flush_program(const char* cause, bool with_text) {
     } catch (const pjrt::Error& err) {
       std::string why = std::string(err.what()) + "\n" + describe_ops(sites, mode);
       abandon(p.outputs, priors.of, why);
-      throw pjrt::Error(why, err.code());
+      pjrt::raise(why, err.code());
     }
     if (!signature.empty()) note_compile(*site, sites.front().op, signature);
   }
@@ -357,11 +357,11 @@ void Engine::launch(Program& p, const std::vector<OpSite>& sites, Mode mode,
                     const std::vector<ValuePtr>& priors) {
   std::vector<ValuePtr> values;
   try {
-    values = run(*p.exe, p.inputs, p.device);
+    values = run(*p.exe, p.inputs, p.device, &sites, mode);
   } catch (const pjrt::Error& err) {
     std::string why = std::string(err.what()) + "\n" + describe_ops(sites, mode);
     abandon(p.outputs, priors, why);
-    throw pjrt::Error(why, err.code());
+    pjrt::raise(why, err.code());
   }
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     DeviceValue& v = *p.outputs[i];
@@ -486,14 +486,18 @@ void Engine::note_compile(const std::string& site, const char* first_op,
 }
 
 std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
-                                  const std::vector<pjrt::BufferPtr>& inputs, int device) {
+                                  const std::vector<pjrt::BufferPtr>& inputs, int device,
+                                  const std::vector<OpSite>* ops, Mode mode) {
   auto guard = lock();
   std::vector<PJRT_Buffer*> args;
   args.reserve(inputs.size());
   for (const auto& b : inputs) args.push_back(b->get());
   // Programs finish mostly in launch order: release the inputs of finished
   // ones at the front (one readiness query each) before this launch allocates.
-  while (!in_flight_.empty() && in_flight_.front().done->is_ready()) in_flight_.pop_front();
+  while (!in_flight_.empty() && in_flight_.front().done->is_ready()) {
+    note_failure(in_flight_.front());
+    in_flight_.pop_front();
+  }
   int64_t needed = exe.run_bytes(), limit = memory_limits_.at(device);
   if (needed >= 0 && limit > 0 && needed > limit)
     throw pjrt::Error("RESOURCE_EXHAUSTED: out of memory on tpu:" + std::to_string(device) +
@@ -513,19 +517,51 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
     v->buffer_ = std::move(buffer);
     values.push_back(std::move(v));
   }
-  launched(std::move(result.done), inputs);
+  launched(std::move(result.done), inputs, ops, mode);
   metrics_.time_launch(seconds_since(start));
   return values;
 }
 
 void Engine::launched(std::shared_ptr<pjrt::Event> done,
-                      const std::vector<pjrt::BufferPtr>& inputs) {
+                      const std::vector<pjrt::BufferPtr>& inputs,
+                      const std::vector<OpSite>* ops, Mode mode) {
   if (!done) return;
   if (mode_ == Mode::kDeferNeverAndLaunchBlocking) {
     done->await();
     return;
   }
-  in_flight_.push_back(InFlight{std::move(done), inputs});
+  in_flight_.push_back(InFlight{std::move(done), inputs, ops ? *ops : std::vector<OpSite>{}, mode});
+}
+
+void Engine::note_failure(const InFlight& l) {
+  try {
+    l.done->check_ready();
+  } catch (const pjrt::Error& err) {
+    std::string ops =
+        l.ops.empty() ? "  (in a program launched earlier)" : describe_ops(l.ops, l.mode);
+    if (failures_.size() < 8) failures_.push_back(Failure{err.what(), std::move(ops), err.code()});
+  }
+}
+
+void Engine::raise_failure(const std::string& message, int code) {
+  auto guard = lock();
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    if (!it->done->is_ready()) {
+      ++it;
+      continue;
+    }
+    note_failure(*it);
+    it = in_flight_.erase(it);
+  }
+  std::string context;
+  if (!failures_.empty()) {
+    context = "\n  it failed asynchronously, after its launch:\n" + failures_.front().ops;
+    if (failures_.size() > 1)
+      context += "\n  (" + std::to_string(failures_.size() - 1) + " later program(s) failed too)";
+  }
+  failures_.clear();
+  guard.unlock();
+  pjrt::raise(message + context, code);
 }
 
 pjrt::BufferPtr Engine::buffer(const ValuePtr& v, const char* cause) {
@@ -539,7 +575,14 @@ pjrt::BufferPtr Engine::buffer(const ValuePtr& v, const char* cause) {
 ValuePtr Engine::from_host(const void* data, const hlo::TensorType& type, int device) {
   auto guard = lock();
   auto v = std::make_shared<DeviceValue>(type, device);
-  v->buffer_ = client_->buffer_from_host(data, buffer_type(type.dtype), type.shape, device);
+  try {
+    v->buffer_ = client_->buffer_from_host(data, buffer_type(type.dtype), type.shape, device);
+  } catch (const pjrt::Error& err) {
+    pjrt::raise(std::string(err.what()) + "\n  (copying " +
+                    std::to_string(type.numel() * element_size(type.dtype)) + " bytes to tpu:" +
+                    std::to_string(device) + ")",
+                err.code());
+  }
   metrics_.count("transfers_to_device");
   metrics_.count("bytes_to_device", static_cast<int64_t>(type.numel() * element_size(type.dtype)));
   return v;
@@ -549,7 +592,11 @@ void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
   ++run_;
   pjrt::BufferPtr b = buffer(v, "host_read");
   auto start = std::chrono::steady_clock::now();
-  b->to_host(dst, bytes);  // waits for the producer; raises its error, if any
+  try {
+    b->to_host(dst, bytes);  // waits for the producer; raises its error, if any
+  } catch (const pjrt::Error& err) {
+    raise_failure(err.what(), err.code());
+  }
   metrics_.count("transfers_to_host");
   metrics_.count("bytes_to_host", static_cast<int64_t>(bytes));
   metrics_.time("transfer_to_host", seconds_since(start));
@@ -563,7 +610,21 @@ void Engine::synchronize() {
     flush("synchronize");
     launches.swap(in_flight_);
   }
-  for (auto& l : launches) l.done->await();
+  for (auto& l : launches) {
+    try {
+      l.done->await();
+    } catch (const pjrt::Error&) {
+      auto guard = lock();
+      note_failure(l);
+    }
+  }
+  // Failures found here or earlier (a finished launch released by a later
+  // one) are raised once, naming the first failed program's ops.
+  auto guard = lock();
+  if (failures_.empty()) return;
+  Failure first = failures_.front();
+  guard.unlock();
+  raise_failure(first.message, first.code);
 }
 
 }  // namespace torch_tpu::engine

@@ -104,8 +104,10 @@ class Engine {
   void flush(const char* cause) { flush_program(cause); }
   Program flush_program(const char* cause, bool with_text = false);
   // Launches a compiled program on `args`; returns its outputs, materialized.
+  // `ops` (optional) are named if the program fails after its launch.
   std::vector<ValuePtr> run(const pjrt::Executable& exe, const std::vector<pjrt::BufferPtr>& args,
-                            int device);
+                            int device, const std::vector<OpSite>* ops = nullptr,
+                            Mode mode = Mode::kDeferNever);
   // Materializes `v` (flushing if it is pending) and returns its buffer.
   pjrt::BufferPtr buffer(const ValuePtr& v, const char* cause);
   ValuePtr from_host(const void* data, const hlo::TensorType& type, int device);
@@ -278,11 +280,27 @@ class Engine {
   struct InFlight {
     std::shared_ptr<pjrt::Event> done;
     std::vector<pjrt::BufferPtr> inputs;
+    std::vector<OpSite> ops;  // named if it fails (asynchronously)
+    Mode mode;
   };
   std::deque<InFlight> in_flight_;
+  // Programs that failed after their launch (an out-of-memory of their
+  // temporaries), not yet reported: the next host read or synchronize
+  // raises the first, naming its ops.
+  struct Failure {
+    std::string message, ops;
+    int code;
+  };
+  std::vector<Failure> failures_;
+  // Records `l`'s error if it failed; `l.done` must be ready.
+  void note_failure(const InFlight& l);
+  // Raises `message` (an error found at a host read or synchronize) naming
+  // the ops of the first unreported failed program; clears the failures.
+  [[noreturn]] void raise_failure(const std::string& message, int code);
 
   // Waits (Debug Eager) or tracks the completion event of a launch.
-  void launched(std::shared_ptr<pjrt::Event> done, const std::vector<pjrt::BufferPtr>& inputs);
+  void launched(std::shared_ptr<pjrt::Event> done, const std::vector<pjrt::BufferPtr>& inputs,
+                const std::vector<OpSite>* ops, Mode mode);
 };
 
 // "(in a deferred program of N ops ...)" with each op's site, for errors.

@@ -1,5 +1,8 @@
 #include "api.h"
 
+#include <atomic>
+#include <string_view>
+
 namespace torch_tpu::pjrt {
 
 namespace {
@@ -24,7 +27,23 @@ const char* code_name(int code) {
     default: return "ERROR";
   }
 }
+std::atomic<OutOfMemoryHandler> g_out_of_memory_handler{nullptr};
 }  // namespace
+
+bool Error::out_of_memory() const {
+  if (code_ == PJRT_Error_Code_RESOURCE_EXHAUSTED) return true;
+  std::string_view m(what());
+  return m.find("Out of memory") != m.npos || m.find("out of memory") != m.npos;
+}
+
+void raise(std::string message, int code) {
+  Error error(std::move(message), code);
+  if (error.out_of_memory())
+    if (OutOfMemoryHandler handler = g_out_of_memory_handler.load()) handler(error.what());
+  throw error;
+}
+
+void set_out_of_memory_handler(OutOfMemoryHandler handler) { g_out_of_memory_handler = handler; }
 
 void check(const PJRT_Api* api, PJRT_Error* error, const char* function) {
   if (error == nullptr) return;

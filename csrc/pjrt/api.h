@@ -18,10 +18,23 @@ class Error : public std::runtime_error {
   Error(std::string message, int code = 0)
       : std::runtime_error(std::move(message)), code_(code) {}
   int code() const { return code_; }
+  // Out of memory: RESOURCE_EXHAUSTED, or an allocation failure the plugin
+  // reports under another code (XLA:CPU fails a program whose temporaries it
+  // cannot allocate with INTERNAL "... Out of memory allocating N bytes.").
+  bool out_of_memory() const;
 
  private:
   int code_;
 };
+
+// Throws `message` as an Error with `code`; when that is out of memory and
+// a handler is installed, through the handler instead (the torch layer's
+// torch.OutOfMemoryError). For the outermost throws of the layers above
+// (the engine's, which add the failing op to a plugin's error): below them
+// errors stay plain Errors, which callers may catch.
+[[noreturn]] void raise(std::string message, int code);
+using OutOfMemoryHandler = void (*)(const std::string& message);  // must throw
+void set_out_of_memory_handler(OutOfMemoryHandler handler);
 
 // Converts `error` (may be null) into an exception; always destroys it.
 void check(const PJRT_Api* api, PJRT_Error* error, const char* function);

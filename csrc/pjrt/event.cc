@@ -22,4 +22,10 @@ bool Event::is_ready() const {
   return a.is_ready;
 }
 
+void Event::check_ready() const {
+  auto a = PJRT_ARGS(PJRT_Event_Error);
+  a.event = event_;
+  PJRT_CALL(api_, PJRT_Event_Error, a);
+}
+
 }  // namespace torch_tpu::pjrt

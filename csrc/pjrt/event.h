@@ -17,6 +17,9 @@ class Event {
   // Blocks until the event fires; throws the error it carries, if any.
   void await();
   bool is_ready() const;
+  // Throws the error a ready event carries, if any, without waiting; call
+  // only after is_ready() said true.
+  void check_ready() const;
 
  private:
   const PJRT_Api* api_;  // the plugin's table, alive for the process

@@ -5,7 +5,21 @@
 
 #include <mutex>
 
+#include "elf_check.h"
+
 namespace torch_tpu::pjrt {
+
+namespace {
+// What to reinstall for a damaged plugin file, judged by its path.
+std::string reinstall_hint(const std::string& path) {
+  if (path.find("xla_cpu_pjrt") != std::string::npos)
+    return "Reinstall the CPU plugin: `pip install --force-reinstall xla-cpu-pjrt`.";
+  if (path.find("libtpu") != std::string::npos)
+    return "Reinstall libtpu: `pip install --force-reinstall libtpu`.";
+  return "Reinstall the package that provides it, or point TORCH_TPU_PJRT_PLUGIN at an intact "
+         "PJRT plugin .so.";
+}
+}  // namespace
 
 std::map<std::string, Attribute> to_attributes(const PJRT_NamedValue* values,
                                                size_t count) {
@@ -48,6 +62,12 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
                 "'. Install the CPU plugin with `pip install xla-cpu-pjrt`, "
                 "or point TORCH_TPU_PJRT_PLUGIN at a PJRT plugin .so "
                 "(libtpu, an XLA CUDA plugin).");
+  }
+  // A file cut short would be mapped anyway and kill the process with
+  // SIGBUS at its first use: look at its headers first.
+  if (std::string damage = elf_damage(path); !damage.empty()) {
+    throw Error("PJRT plugin '" + path + "' is damaged (" + damage +
+                "; a truncated download or copy?). " + reinstall_hint(path));
   }
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <ATen/core/Generator.h>
+#include <c10/util/Exception.h>
 
 #include "../aten/autograd_exit.h"
 #include "../aten/device.h"
@@ -34,6 +35,23 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native runtime";
   bind_capture(m);
   py::register_exception<torch_tpu::pjrt::Error>(m, "RuntimeError", PyExc_RuntimeError);
+  // Out of memory is torch.OutOfMemoryError, as on CUDA: the engine raises
+  // it through this handler, ATen's Python bindings translate the c10 type,
+  // and this module's own functions (synchronize) translate it below.
+  torch_tpu::pjrt::set_out_of_memory_handler([](const std::string& message) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ", message,
+                     "\nFree tensors that are no longer needed (or use smaller batches) and "
+                     "retry; the runtime stays usable.");
+  });
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const c10::OutOfMemoryError& e) {
+      static PyObject* type =
+          py::object(py::module_::import("torch").attr("OutOfMemoryError")).release().ptr();
+      PyErr_SetString(type, e.what_without_backtrace());
+    }
+  });
 
   m.def("_configure", [](const std::string& plugin, int64_t cpu_devices, const std::string& cache) {
     torch_tpu::engine::Config c;
