@@ -33,6 +33,8 @@ from .modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa
 from .runtime import (  # noqa: E402
     cache_stats, clear_cache, fallback_counts, metrics, metrics_report, native_ops,
     reset_metrics, set_cpu_fallback, sync, time_kernels,
+    index_checks,
+    set_index_checks,
 )
 
 torch._register_device_module("tpu", _device)

@@ -47,3 +47,17 @@ def fallback_counts() -> dict:
 def native_ops() -> list:
     """ATen operators served natively by tpu lowerings."""
     return list(_C._native_ops())
+
+
+def set_index_checks(enabled: bool) -> None:
+    """Turns the device-side index checks on or off (on by default;
+    TORCH_TPU_INDEX_CHECKS=0 starts with them off). An index out of range in
+    gather, scatter, index_select, embedding, advanced indexing or a loss's
+    targets raises IndexError at the next host read or synchronize, naming
+    the op and its line; off, such indices are clamped or dropped silently,
+    and the programs are a little faster."""
+    _C._set_index_checks(bool(enabled))
+
+
+def index_checks() -> bool:
+    return _C._index_checks()

@@ -305,7 +305,11 @@ at::Tensor to_cpu(const at::Tensor& src) {
       e.end("to_cpu");
     }
   }
-  e.to_host(value, out.data_ptr(), out.nbytes());
+  try {
+    e.to_host(value, out.data_ptr(), out.nbytes());
+  } catch (const engine::CheckFailed& failed) {
+    TORCH_CHECK_INDEX(false, failed.what());  // IndexError, as on CPU
+  }
   return out;
 }
 

@@ -56,6 +56,7 @@ ValuePtr Engine::placeholder(const hlo::TensorType& type, uint32_t* index) {
 
 void Engine::defer(DeferredPtr op, uint64_t key) {
   deferred_.push_back(std::move(op));
+  deferred_tags_.push_back(static_cast<int64_t>(op_sites_.size()));
   trace_key_ = mix(trace_key_, key);
   recording_ = Recording::kTrace;
   metrics_.count(Hot::kOpsDeferred);
@@ -95,7 +96,12 @@ void Engine::to_builder() {
   metrics_.count("deferred_lowerings");
   auto start = std::chrono::steady_clock::now();
   try {
-    for (auto& op : deferred_) op->lower(*this);
+    for (size_t i = 0; i < deferred_.size(); ++i) {
+      builder_->set_check_tag(deferred_tags_[i]);
+      deferred_[i]->lower(*this);
+    }
+    // Back to the op being recorded (one that could not be deferred).
+    builder_->set_check_tag(static_cast<int64_t>(op_sites_.size()));
   } catch (const std::exception& err) {
     // The recording cannot continue half lowered: it is abandoned as a
     // program that failed to compile (tensors updated in place keep their
@@ -134,6 +140,7 @@ bool Engine::flush_trace(Program& p, uint64_t* key, const Priors& priors) {
   }
   metrics_.count("trace_hits");
   p.exe = exe;
+  p.checks = it->second.checks;
   p.inputs.reserve(it->second.params.size());
   for (uint32_t e : it->second.params) p.inputs.push_back(externals_.at(e));
   std::vector<OpSite> sites = std::move(op_sites_);
@@ -143,8 +150,9 @@ bool Engine::flush_trace(Program& p, uint64_t* key, const Priors& priors) {
   return true;
 }
 
-void Engine::remember_trace(uint64_t key, const hlo::Fingerprint& program, size_t num_outputs) {
-  TraceEntry entry{program, {}, num_outputs};
+void Engine::remember_trace(uint64_t key, const hlo::Fingerprint& program, size_t num_outputs,
+                            CheckListPtr checks) {
+  TraceEntry entry{program, {}, num_outputs, std::move(checks)};
   entry.params.reserve(inputs_.size());
   for (int64_t e : input_externals_) {
     if (e < 0) return;  // bound outside the trace: not replayable

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "../hlo/builder.h"
@@ -55,10 +56,21 @@ inline uint64_t mix(uint64_t h, uint64_t v) {
 // What a trace compiled to: the program's fingerprint (looked up in the
 // compile cache, so eviction and clear() apply) and, per parameter, the
 // external input it binds.
+// The run-time checks of a program (hlo::Builder::check): for each, the
+// recorded op it belongs to (an index into the recording's ops) and what a
+// violation means. The program returns one more result, an i32: the first
+// violated check, or -1.
+struct CheckList {
+  std::vector<int64_t> ops;
+  std::vector<std::string> messages;
+};
+using CheckListPtr = std::shared_ptr<const CheckList>;
+
 struct TraceEntry {
   hlo::Fingerprint program;
   std::vector<uint32_t> params;  // parameter i ← external params[i]
   size_t num_outputs = 0;
+  CheckListPtr checks;  // null: none
 };
 
 }  // namespace torch_tpu::engine

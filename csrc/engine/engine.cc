@@ -131,6 +131,7 @@ Engine::Engine() {
   }
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
   if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
+  if (const char* c = std::getenv("TORCH_TPU_INDEX_CHECKS")) checks_ = std::strcmp(c, "0") != 0;
   if (Warmup::wanted(c.plugin_path)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
   reset_recording();
 }
@@ -157,6 +158,7 @@ void Engine::reset_recording() {
   input_externals_.clear();
   external_index_.clear();
   trace_nodes_.clear();
+  deferred_tags_.clear();
   trace_key_ = 0;
 }
 
@@ -173,6 +175,63 @@ void Engine::begin(int device) {
   if (boundary_pending_) flush("loop_boundary");
   if (ops_ > 0 && device != device_) flush("device_change");
   device_ = device;
+  // Checks name the op being recorded; graph capture keeps its results as
+  // the traced graph's.
+  builder_->set_check_tag(static_cast<int64_t>(op_sites_.size()));
+  builder_->set_checks_enabled(checks_ && mode_ != Mode::kDeferAll);
+}
+
+void Engine::set_checks(bool on) {
+  auto guard = lock();
+  flush("mode_change");
+  traces_.clear();  // traces record which programs they ran, checks included
+  checks_ = on;
+}
+
+CheckListPtr Engine::check_results(hlo::Values& results) {
+  const auto& checks = builder_->checks();
+  if (checks.empty()) return nullptr;
+  auto list = std::make_shared<CheckList>();
+  hlo::Value code = builder_->constant_int(hlo::ElementType::kI32, -1);
+  for (size_t i = checks.size(); i-- > 0;)
+    code = builder_->select(checks[i].violated,
+                            builder_->constant_int(hlo::ElementType::kI32, static_cast<int64_t>(i)),
+                            code);
+  for (const auto& c : checks) {
+    list->ops.push_back(c.tag);
+    list->messages.push_back(c.message);
+  }
+  results.push_back(code);
+  return list;
+}
+
+void Engine::verify_checks() {
+  std::deque<PendingCheck> pending;
+  {
+    auto guard = lock();
+    pending.swap(pending_checks_);
+  }
+  for (PendingCheck& c : pending) {
+    int32_t code = -1;
+    try {
+      c.code->to_host(&code, sizeof(code));
+    } catch (const pjrt::Error&) {
+      continue;  // the program failed: its own error is reported where it is read
+    }
+    if (code < 0 || static_cast<size_t>(code) >= c.checks->messages.size()) continue;
+    int64_t op = c.checks->ops[code];
+    std::string where;
+    if (op >= 0 && static_cast<size_t>(op) < c.sites.size()) {
+      where = " (in " + std::string(c.sites[op].op);
+      std::string site = c.sites[op].where();
+      where += site.empty() ? ")" : " at " + site + ")";
+    }
+    metrics_.count("check_failures");
+    throw CheckFailed("tpu: device-side check failed: " + c.checks->messages[code] + where +
+                      ". Checks run on the device and are reported at the next host read or "
+                      "synchronize; torch_tpu.set_index_checks(False) or "
+                      "TORCH_TPU_INDEX_CHECKS=0 turns them off.");
+  }
 }
 
 hlo::Value Engine::use(const ValuePtr& v) {
@@ -318,6 +377,7 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   if (from_trace && flush_trace(p, &trace_key, priors)) return p;
   hlo::Values results;
   for (const ValuePtr& v : p.outputs) results.push_back(v->node_);
+  p.checks = check_results(results);
   builder_->set_results(results);
   // A parameter whose buffer nobody but this recording holds (the old value
   // of an in-place update) is donated: the program may reuse its memory.
@@ -327,7 +387,7 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   }
   // A program seen before is found by its fingerprint, without printing it.
   hlo::Fingerprint key = builder_->fingerprint();
-  if (from_trace) remember_trace(trace_key, key, p.outputs.size());
+  if (from_trace) remember_trace(trace_key, key, p.outputs.size(), p.checks);
   p.exe = cache_->lookup(key);
   if (!p.exe || with_text) p.text = builder_->module();
   p.inputs = std::move(inputs_);
@@ -369,6 +429,11 @@ void Engine::launch(Program& p, const std::vector<OpSite>& sites, Mode mode,
     v.node_ = hlo::Value();
     v.trace_ = -1;
     v.prior_.reset();
+  }
+  if (p.checks && values.size() > p.outputs.size()) {
+    pending_checks_.push_back(PendingCheck{values.back()->buffer_, p.checks, sites});
+    // A long loop without host reads: read the oldest checks now and then.
+    if (pending_checks_.size() > 256) verify_checks();
   }
 }
 
@@ -594,6 +659,7 @@ void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
   auto start = std::chrono::steady_clock::now();
   try {
     b->to_host(dst, bytes);  // waits for the producer; raises its error, if any
+  verify_checks();
   } catch (const pjrt::Error& err) {
     raise_failure(err.what(), err.code());
   }
@@ -621,7 +687,11 @@ void Engine::synchronize() {
   // Failures found here or earlier (a finished launch released by a later
   // one) are raised once, naming the first failed program's ops.
   auto guard = lock();
-  if (failures_.empty()) return;
+  if (failures_.empty()) {
+    guard.unlock();
+    verify_checks();
+    return;
+  }
   Failure first = failures_.front();
   guard.unlock();
   raise_failure(first.message, first.code);

@@ -43,6 +43,12 @@ struct OpSite {
   std::string where() const { return site ? *site : std::string(); }
 };
 
+// A run-time check of a launched program failed (an index out of range):
+// reported at the next host read or synchronize, naming the op and its line.
+struct CheckFailed : pjrt::Error {
+  using pjrt::Error::Error;
+};
+
 // A flushed recording: what ran, with which inputs and outputs.
 struct Program {
   std::string text;                   // printed on a cache miss or on request
@@ -50,6 +56,7 @@ struct Program {
   std::vector<pjrt::BufferPtr> inputs;  // parameter i's buffer
   std::vector<ValuePtr> outputs;      // result j's value
   int device = 0;
+  CheckListPtr checks;                // its run-time checks (an extra result)
 };
 
 class Engine {
@@ -114,6 +121,13 @@ class Engine {
   void to_host(const ValuePtr& v, void* dst, size_t bytes);
   // Flushes and waits until every launched program finished.
   void synchronize();
+  // Run-time checks (index bounds) in the programs recorded from now on;
+  // TORCH_TPU_INDEX_CHECKS=0 starts with them off.
+  void set_checks(bool on);
+  bool checks() const { return checks_; }
+  // Reads the checks of launched programs; throws CheckFailed for the first
+  // violated one (the others are dropped). Host reads and synchronize call it.
+  void verify_checks();
 
   Mode mode() const { return mode_; }
   void set_mode(Mode m);
@@ -212,7 +226,18 @@ class Engine {
   // The flush of a trace: launches a known one without lowering it (true),
   // or lowers it into the builder and sets `*key` for remember_trace.
   bool flush_trace(Program& p, uint64_t* key, const Priors& priors);
-  void remember_trace(uint64_t key, const hlo::Fingerprint& program, size_t num_outputs);
+  void remember_trace(uint64_t key, const hlo::Fingerprint& program, size_t num_outputs,
+                      CheckListPtr checks);
+  // Appends the checks' i32 result to `results` and lists them (null: none).
+  CheckListPtr check_results(hlo::Values& results);
+  bool checks_ = true;
+  struct PendingCheck {
+    pjrt::BufferPtr code;
+    CheckListPtr checks;
+    std::vector<OpSite> sites;
+  };
+  std::deque<PendingCheck> pending_checks_;
+  std::vector<int64_t> deferred_tags_;  // the op index of each deferred op
   // Runs p.exe on p.inputs and materializes p.outputs; a failure names the
   // recording's ops.
   void launch(Program& p, const std::vector<OpSite>& sites, Mode mode,

@@ -173,6 +173,7 @@ void Builder::clear() {
   params_.clear();
   results_.clear();
   donated_.clear();
+  checks_.clear();
   num_ops_ = 0;
   running_ = kEmptyDigest;
 }
@@ -197,6 +198,14 @@ Value Builder::parameter(const TensorType& type) {
 }
 
 void Builder::set_donated(size_t index) { donated_.at(index) = true; }
+
+void Builder::check(Value violated, std::string message) {
+  // A condition inside a region (a loop body) cannot become a result.
+  if (!checks_enabled_ || insertion_.size() != 1) return;
+  if (!(violated.type() == TensorType{ElementType::kPred, {}}))
+    throw TypeError("check: expected an i1 scalar condition, got " + violated.type().str());
+  checks_.push_back(Check{violated, std::move(message), check_tag_});
+}
 
 void Builder::set_results(const Values& results) { results_ = results; }
 

@@ -107,6 +107,23 @@ class Builder {
   // Marks parameter `index` as donated: its buffer may be reused for outputs.
   void set_donated(size_t index);
 
+  // ---- run-time checks ------------------------------------------------------
+  // A condition the program tests as it runs (an index in range): `violated`
+  // is an i1 scalar, `message` what went wrong; `tag` is what the caller set
+  // with set_check_tag (the engine: which recorded op). The program's runner
+  // reads them (engine: one i32 result, the first violated check or -1).
+  struct Check {
+    Value violated;
+    std::string message;
+    int64_t tag;
+  };
+  // Records a check (nothing when checks are off).
+  void check(Value violated, std::string message);
+  bool checks_enabled() const { return checks_enabled_; }
+  void set_checks_enabled(bool on) { checks_enabled_ = on; }
+  void set_check_tag(int64_t tag) { check_tag_ = tag; }
+  const std::vector<Check>& checks() const { return checks_; }
+
   // The module as MLIR text; the function is public @main.
   std::string module() const;
   // What module() would print, digested without printing (see Fingerprint).
@@ -310,6 +327,9 @@ class Builder {
   std::vector<int> insertion_;            // stack of block indices being built
   Values params_, results_;
   std::vector<bool> donated_;
+  std::vector<Check> checks_;
+  bool checks_enabled_ = true;
+  int64_t check_tag_ = 0;
   size_t num_ops_ = 0;
   Fingerprint running_;  // digest of everything appended so far
 };

@@ -1,6 +1,8 @@
 // Shared rules for lowerings: PyTorch type promotion, broadcasting, dims.
 #pragma once
 
+#include <optional>
+
 #include "registry.h"
 
 namespace torch_tpu::lowering {
@@ -44,6 +46,13 @@ Value reduce_min(Builder& b, Value x, const std::vector<int64_t>& dims);
 // Largest/smallest finite-or-infinite value of a type (init for max/min).
 double lowest(ElementType t);
 double highest(ElementType t);
+
+// A run-time check (Builder::check) that `ok` (pred, any shape) holds
+// everywhere; `message` says what was wrong, as PyTorch words it.
+void check_all(Builder& b, Value ok, std::string message);
+// check_all that every index lies in [lo, hi) (or equals `except`, if set).
+void check_in_range(Builder& b, Value idx, int64_t lo, int64_t hi, std::string message,
+                    std::optional<int64_t> except = std::nullopt);
 
 // Keeps reduced dims as size 1: reshapes `x` reduced over `dims` of `shape`.
 Value keepdim(Builder& b, Value x, const std::vector<int64_t>& shape,

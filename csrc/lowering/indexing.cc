@@ -20,11 +20,15 @@ std::vector<int64_t> iota_dims(int64_t n) {
   return v;
 }
 
-// i64 indices with negative entries wrapped by `size`.
-Value wrap_index(Builder& b, Value idx, int64_t size) {
+// i64 indices with negative entries wrapped by `size`, checked at run time
+// to lie in [-size, size) (or [0, size) unless `negative_ok`), dim `dim`.
+Value wrap_index(Builder& b, Value idx, int64_t size, int64_t dim, bool negative_ok = true) {
   if (idx.dtype() == ElementType::kPred || idx.dtype() == ElementType::kU8)
     throw Unsupported("boolean mask indices must be converted on the host first");
   idx = b.convert(idx, kI64);
+  check_in_range(b, idx, negative_ok ? -size : 0, size,
+                 "index out of bounds for dimension " + std::to_string(dim) + " with size " +
+                     std::to_string(size));
   Value neg = b.compare(Compare::kLT, idx, splat_like(b, 0, idx));
   return b.select(neg, b.add(idx, splat_like(b, static_cast<double>(size), idx)), idx);
 }
@@ -65,7 +69,8 @@ Layout layout(Builder& b, Value self, const Values& indices) {
   column.push_back(1);
   Values cols;
   for (int64_t d : l.dims) {
-    Value i = b.broadcast_to(wrap_index(b, indices[d], self.dim(d)), l.batch);
+    Value i = b.broadcast_to(wrap_index(b, indices[d], self.dim(d), static_cast<int64_t>(d)),
+                             l.batch);
     cols.push_back(b.reshape(i, column));
   }
   l.coords = b.concatenate(cols, static_cast<int64_t>(l.batch.size()));
@@ -99,7 +104,8 @@ Value dim_coords(Builder& b, Value index, int64_t dim, int64_t size) {
   column.push_back(1);
   Values cols;
   for (int64_t d = 0; d < r; ++d) {
-    Value c = d == dim ? wrap_index(b, index, size) : b.iota({kI64, index.shape()}, d);
+    // gather and scatter take no negative indices.
+    Value c = d == dim ? wrap_index(b, index, size, dim, false) : b.iota({kI64, index.shape()}, d);
     cols.push_back(b.reshape(c, column));
   }
   return b.concatenate(cols, r);
@@ -211,6 +217,7 @@ Values index_select(Context& c, const Args& a) {
   int64_t dim = wrap_dim(a[1].i, self.rank());
   int64_t n = TensorType{kI64, a[2].tensor.shape()}.numel();
   Value idx = c.b.reshape(a[2].tensor, {n});
+  check_in_range(c.b, idx, 0, self.dim(dim), "index out of range in self");
   std::vector<int64_t> shape = self.shape();
   shape[dim] = n;
   Value r = index_gather(c.b, self, at_dim(idx, dim), {self.dtype(), shape});

@@ -181,6 +181,7 @@ struct Picked {
 Picked pick(Builder& b, Value self, Value target, const Arg& weight, int64_t ignore_index) {
   Picked p;
   p.class_dim = self.rank() == 1 ? 0 : 1;
+  check_in_range(b, target, 0, self.dim(p.class_dim), "Target out of bounds", ignore_index);
   std::vector<int64_t> sample_dims;
   for (int64_t d = 0; d < self.rank(); ++d)
     if (d != p.class_dim) sample_dims.push_back(d);

@@ -46,6 +46,8 @@ PYBIND11_MODULE(_C, m) {
   py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const torch_tpu::engine::CheckFailed& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
     } catch (const c10::OutOfMemoryError& e) {
       static PyObject* type =
           py::object(py::module_::import("torch").attr("OutOfMemoryError")).release().ptr();
@@ -74,6 +76,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", [] { return torch_tpu::aten::device_count(); });
   m.def("_current_device", &torch_tpu::aten::current_device);
   m.def("_set_device", &torch_tpu::aten::set_current_device);
+  m.def("_set_index_checks", [](bool on) { Engine::get().set_checks(on); });
+  m.def("_index_checks", [] { return Engine::get().checks(); });
   m.def("_synchronize", [] {
     py::gil_scoped_release release;
     Engine::get().synchronize();
