@@ -1,8 +1,10 @@
 // Meta (shape-only) kernels for the backend convolution hooks. PyTorch gives
 // `convolution_overrideable` and `convolution_backward_overrideable` only a
 // CompositeExplicitAutograd stub that throws, so the lowered kernel's meta step
-// (dispatch.cc) needs these to learn the result shapes. Argument checks already
-// ran in the composite `aten::convolution` above the backend.
+// (dispatch.cc) needs these to learn the result shapes. Most argument checks
+// ran in the composite `aten::convolution` above the backend; the ones CPU's
+// kernel path adds (dtypes, dilation, output padding) are here, and the
+// kernel then raises CPU's own message (checks.h).
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
@@ -19,6 +21,13 @@ at::Tensor convolution_meta(const at::Tensor& input, const at::Tensor& weight,
                             const std::optional<at::Tensor>& /*bias*/, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                             at::IntArrayRef output_padding, int64_t groups) {
+  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "expected scalar type ",
+              input.scalar_type(), " but found ", weight.scalar_type());
+  for (size_t d = 0; d < dilation.size(); ++d) {
+    TORCH_CHECK(dilation[d] > 0, "dilation should be greater than zero");
+    TORCH_CHECK(!transposed || output_padding[d] < stride[d] || output_padding[d] < dilation[d],
+                "output padding must be smaller than either stride or dilation");
+  }
   std::vector<int64_t> shape{input.size(0), transposed ? weight.size(1) * groups : weight.size(0)};
   for (int64_t i = 2; i < input.dim(); ++i) {
     size_t d = i - 2;

@@ -6,6 +6,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/_conj_physical.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/_copy_from.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
@@ -96,6 +97,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
                   self.dim() <= dst.dim(),
               "copy_: shapes ", self.sizes(), " and ", dst.sizes(), " do not match");
   if (dst.device().type() == kTpu && self.device().type() == kTpu) {
+    // As CPU's copy_: no written element shared by two positions, and the
+    // source either the destination itself or disjoint from it.
+    at::assert_no_internal_overlap(dst);
+    at::assert_no_partial_overlap(dst, self);
     auto& e = engine::Engine::get();
     auto guard = e.lock();
     if (self.device() != dst.device()) {

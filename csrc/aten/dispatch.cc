@@ -167,8 +167,6 @@ void lower_now(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
     TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", full_name(schema.operator_name()),
                                 " is not supported for these arguments: ", u.what(),
                                 ". Set TORCH_TPU_CPU_FALLBACK=1 to run unsupported ops on the CPU.");
-  } catch (const lowering::InvalidArgument& bad) {
-    TORCH_CHECK(false, bad.what());
   } catch (const hlo::TypeError& t) {
     TORCH_CHECK(false, "tpu: internal error lowering ", full_name(schema.operator_name()), ": ",
                 t.what());
@@ -191,8 +189,6 @@ void lower_now(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
   }
   for (size_t i = 0; i < mutated.size(); ++i) {
     const at::Tensor& t = mutated[i];
-    const TensorMeta& m = meta.mutated[i];
-    if (t.sizes() != c10::IntArrayRef(m.sizes)) resize(t, m.sizes, m.strides);
     write(e, t, outs[meta.fresh.size() + i]);
   }
 }
@@ -218,18 +214,27 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
                              [&](size_t i) { return args[i].isTensor() || args[i].isTensorList(); });
   check_device(state.device);
 
-  // 1. PyTorch's own shape, dtype and argument checks (cached).
+  // 1. PyTorch's own shape, dtype and argument checks (cached), then the
+  // CPU kernel's that meta functions leave out; a mistake raises CPU's error.
   Ran ran;
-  ran.meta = infer_meta(op, args, plan.mutated);
-  const OpMeta& meta = *ran.meta;
   c10::SmallVector<at::Tensor, 2> mutated;  // the real tensors written, in order
   for (size_t i : plan.mutated) flatten(args[i], mutated);
-  // Writing through a view where several elements share one memory location
-  // (expand) is an error on CPU; meta functions do not check it.
-  for (const at::Tensor& t : mutated) at::assert_no_internal_overlap(t);
+  try {
+    ran.meta = infer_meta(op, args, plan.mutated, plan.functional ? &*plan.functional : nullptr);
+    for (Check check : plan.checks) check(schema, args, *ran.meta, mutated);
+  } catch (...) {
+    raise_as_cpu(op, args);
+    throw;
+  }
+  const OpMeta& meta = *ran.meta;
   TORCH_CHECK(mutated.size() == meta.mutated.size(), "tpu: internal error: ",
               full_name(schema.operator_name()), " mutates ", mutated.size(),
               " tensors but its meta function reported ", meta.mutated.size());
+  // out= tensors take their new sizes before the op is recorded: growing a
+  // storage that holds data is a program of its own.
+  for (size_t i = 0; i < mutated.size(); ++i)
+    if (mutated[i].sizes() != c10::IntArrayRef(meta.mutated[i].sizes))
+      resize(mutated[i], meta.mutated[i].sizes, meta.mutated[i].strides);
 
   // 2. Record the op. The Python site is read before the engine lock: it
   // takes the GIL, which a Python thread may hold while waiting for the lock.
@@ -237,7 +242,7 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
   c10::DeviceGuard device_guard(c10::Device(c10::DeviceType::PrivateUse1, state.device));
   int64_t drawn = 0;
   for (const hlo::TensorType& t : meta.types) drawn += t.numel();
-  {
+  try {
     auto guard = e.lock();
     e.begin(state.device);
     uint64_t signature = 0;
@@ -251,6 +256,9 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
       note_lowered(signature);
     }
     e.end(plan.lowering.c_str(), site);
+  } catch (const lowering::InvalidArgument& bad) {
+    raise_as_cpu(op, args);  // the engine lock is released: CPU kernels may take the GIL
+    TORCH_CHECK(false, bad.what());
   }
   if (plan.implicit_generator || !plan.generators.empty())
     advance_generators(plan, args, state.device, drawn);
@@ -332,7 +340,8 @@ void register_lowered_ops(torch::Library& m) {
     by_base[name.substr(0, dot)].push_back(name);
   }
 
-  auto add_plan = [&](const c10::OperatorHandle& h, const std::string& lowering_name) {
+  auto add_plan = [&](const c10::OperatorHandle& h, const std::string& lowering_name,
+                      std::optional<c10::OperatorHandle> functional = std::nullopt) {
     const auto& schema = h.schema();
     Plan p;
     p.fn = registry.find(lowering_name);
@@ -350,6 +359,8 @@ void register_lowered_ops(torch::Library& m) {
       p.inputs.push_back(i);
     }
     p.implicit_generator = implicit_generator(schema);
+    p.checks = checks_for(schema);
+    p.functional = std::move(functional);
     std::string name = full_name(schema.operator_name());
     {
       std::lock_guard<std::mutex> lock(g_plans_mu);
@@ -396,7 +407,7 @@ void register_lowered_ops(torch::Library& m) {
       if (!fh) continue;
       if (inplace && overload != opname.overload_name) continue;
       if (!same_arguments(fh->schema(), schema, inputs)) continue;
-      add_plan(*handle, candidate);
+      add_plan(*handle, candidate, inplace ? fh : std::nullopt);
       break;
     }
   }

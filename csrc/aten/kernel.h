@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../lowering/registry.h"
+#include "checks.h"
 #include "meta.h"
 
 namespace torch_tpu::aten {
@@ -23,6 +24,10 @@ struct Plan {
   std::vector<size_t> generators;       // Generator? arguments
   bool implicit_generator = false;      // draws from the default generator unasked
   std::vector<int> unit_scales;         // `alpha`/`beta` arguments left out when 1
+  std::vector<Check> checks;            // CPU's checks the meta function leaves out
+  // An in-place variant's functional operator: its result dtype must cast
+  // to the written tensor's (PyTorch's in-place result-type rule).
+  std::optional<c10::OperatorHandle> functional;
   // The lowering has asked for the matmul precision (set when it first does,
   // under the engine lock): deferred calls then capture it.
   mutable bool reads_precision = false;

@@ -124,8 +124,22 @@ void describe_all(const c10::IValue& v, std::vector<TensorMeta>& out) {
       if (t.defined()) out.push_back(describe(t));
 }
 
+// In-place ops write the functional result into self: its dtype must cast
+// (TensorIterator's rule; meta functions of in-place variants skip it).
+void check_result_type(const c10::OperatorHandle& functional, c10::ArrayRef<c10::IValue> args,
+                       const OpMeta& m) {
+  std::vector<c10::IValue> stack;
+  for (const c10::IValue& v : args) stack.push_back(meta_value(v));
+  functional.callBoxed(&stack);
+  std::vector<TensorMeta> results;
+  for (const c10::IValue& v : stack) describe_all(v, results);
+  for (size_t i = 0; i < results.size() && i < m.mutated.size(); ++i)
+    TORCH_CHECK(c10::canCast(results[i].dtype, m.mutated[i].dtype), "result type ",
+                results[i].dtype, " can't be cast to the desired output type ", m.mutated[i].dtype);
+}
+
 OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                const std::vector<size_t>& mutated_args) {
+                const std::vector<size_t>& mutated_args, const c10::OperatorHandle* functional) {
   const auto& schema = op.schema();
   std::vector<c10::IValue> stack;
   stack.reserve(args.size());
@@ -150,6 +164,7 @@ OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
   // (out= results are resized by the meta function).
   for (size_t i : mutated_args) describe_all(meta_args[i], m.mutated);
   apply_cpu_rules(schema, args, m);
+  if (functional != nullptr) check_result_type(*functional, args, m);
   for (const auto* group : {&m.fresh, &m.mutated})
     for (const TensorMeta& t : *group) m.types.push_back({to_hlo(t.dtype), t.sizes});
   return m;
@@ -158,7 +173,8 @@ OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
 }  // namespace
 
 std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                         const std::vector<size_t>& mutated_args) {
+                                         const std::vector<size_t>& mutated_args,
+                                         const c10::OperatorHandle* functional) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<const OpMeta>> cache;
   const auto& schema = op.schema();
@@ -180,7 +196,7 @@ std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, c10::Arr
   }
   if (engine::Engine::initialized()) engine::Engine::get().metrics().count("meta_cache_misses");
   std::string owned = key;  // the buffer is this thread's: keep a copy across the call
-  auto m = std::make_shared<const OpMeta>(run_meta(op, args, mutated_args));  // raises
+  auto m = std::make_shared<const OpMeta>(run_meta(op, args, mutated_args, functional));  // raises
   std::lock_guard<std::mutex> lock(mu);
   if (cache.size() > 100000) cache.clear();
   cache.emplace(std::move(owned), m);

@@ -31,8 +31,11 @@ struct OpMeta {
 void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                      OpMeta& m);
 
-// `mutated_args` are the indices of arguments the op writes.
+// `mutated_args` are the indices of arguments the op writes. For an in-place
+// variant, `functional` is its functional operator: the functional result's
+// dtype must cast to the written tensor's, or this raises as CPU does.
 std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                         const std::vector<size_t>& mutated_args);
+                                         const std::vector<size_t>& mutated_args,
+                                         const c10::OperatorHandle* functional = nullptr);
 
 }  // namespace torch_tpu::aten

@@ -162,31 +162,32 @@ Values where(Context& c, const Args& a) {
   return {c.b.select(cond, coerce(c.b, a[1].tensor, t), coerce(c.b, a[2].tensor, t))};
 }
 
+// x where it is NaN or on the kept side of `bound`, else the bound: a NaN
+// bound gives NaN, as on CPU.
+Value clamp_side(hlo::Builder& b, Value x, Value bound, hlo::Compare keep) {
+  Value kept = b.compare(keep, x, bound);
+  if (hlo::is_float(x.dtype())) kept = b.or_(kept, b.compare(hlo::Compare::kNE, x, x));
+  return b.select(kept, x, bound);
+}
+
 // clamp(x, min?, max?) for Scalar and Tensor bounds; NaN propagates like CPU.
 Values clamp(Context& c, const Args& a) {
   const TensorType& t = c.out();
   Value x = coerce(c.b, a[0].tensor, t);
-  if (!a[1].none()) {
-    Value lo = coerce(c.b, a[1].tensor, t);
-    x = c.b.select(c.b.compare(hlo::Compare::kLT, x, lo), lo, x);
-  }
-  if (a.size() > 2 && !a[2].none()) {
-    Value hi = coerce(c.b, a[2].tensor, t);
-    x = c.b.select(c.b.compare(hlo::Compare::kGT, x, hi), hi, x);
-  }
+  if (!a[1].none()) x = clamp_side(c.b, x, coerce(c.b, a[1].tensor, t), hlo::Compare::kGE);
+  if (a.size() > 2 && !a[2].none())
+    x = clamp_side(c.b, x, coerce(c.b, a[2].tensor, t), hlo::Compare::kLE);
   return {x};
 }
 
 Values clamp_min(Context& c, const Args& a) {
   const TensorType& t = c.out();
-  Value x = coerce(c.b, a[0].tensor, t), lo = coerce(c.b, a[1].tensor, t);
-  return {c.b.select(c.b.compare(hlo::Compare::kLT, x, lo), lo, x)};
+  return {clamp_side(c.b, coerce(c.b, a[0].tensor, t), coerce(c.b, a[1].tensor, t), hlo::Compare::kGE)};
 }
 
 Values clamp_max(Context& c, const Args& a) {
   const TensorType& t = c.out();
-  Value x = coerce(c.b, a[0].tensor, t), hi = coerce(c.b, a[1].tensor, t);
-  return {c.b.select(c.b.compare(hlo::Compare::kGT, x, hi), hi, x)};
+  return {clamp_side(c.b, coerce(c.b, a[0].tensor, t), coerce(c.b, a[1].tensor, t), hlo::Compare::kLE)};
 }
 
 Values masked_fill(Context& c, const Args& a) {

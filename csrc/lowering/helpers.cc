@@ -105,7 +105,10 @@ Value coerce(Builder& b, Value v, ElementType dtype, const std::vector<int64_t>&
 
 int64_t wrap_dim(int64_t dim, int64_t rank) {
   int64_t r = std::max<int64_t>(rank, 1);
-  if (dim < -r || dim >= r) throw Unsupported("dimension out of range");
+  if (dim < -r || dim >= r)
+    throw InvalidArgument("Dimension out of range (expected to be in range of [" +
+                          std::to_string(-r) + ", " + std::to_string(r - 1) + "], but got " +
+                          std::to_string(dim) + ")");
   return dim < 0 ? dim + r : dim;
 }
 

@@ -218,7 +218,7 @@ Values frexp(Context& c, const Args& a) {
 Values round_decimals(Context& c, const Args& a) {
   Builder& b = c.b;
   Value x = a[0].tensor;
-  if (!hlo::is_float(x.dtype())) throw Unsupported("round with decimals needs a float input");
+  if (!hlo::is_float(x.dtype())) throw InvalidArgument("round with decimals needs a float input");
   int64_t d = a[1].i;
   Value p = splat_like(b, std::pow(10.0, static_cast<double>(d < 0 ? -d : d)), x);
   auto rnd = [&](Value v) { return b.unary("stablehlo.round_nearest_even", v); };

@@ -19,7 +19,7 @@ constexpr ElementType kU64 = ElementType::kU64;
 // Argument checks PyTorch's meta functions leave to the kernels; the messages
 // are CPU's.
 void require(bool ok, const std::string& message) {
-  if (!ok) throw Unsupported(message);
+  if (!ok) throw InvalidArgument(message);
 }
 
 std::string num(double v) {

@@ -50,10 +50,8 @@ Value reduce_extreme(Builder& b, Value x, const std::vector<int64_t>& dims, bool
 
 void require_nonempty(const Context& c, Value x, int64_t dim) {
   if (x.dim(dim) != 0) return;
-  // Unsupported reaches Python as NotImplementedError, a RuntimeError; with
-  // the CPU fallback the CPU raises its own error.
   std::string name = c.op.substr(c.op.find("::") + 2);
-  throw Unsupported(name.substr(0, name.find('.')) + "(): Expected reduction dim " +
+  throw InvalidArgument(name.substr(0, name.find('.')) + "(): Expected reduction dim " +
                     std::to_string(dim) + " to have non-zero size");
 }
 
@@ -192,7 +190,7 @@ LoweringFn extreme_fn(size_t dim, bool max) {
   return [=](Context& c, const Args& a) {
     Value x = a[0].tensor;
     if (x.type().numel() == 0 && dim == kNoDim)
-      throw Unsupported(std::string(max ? "max" : "min") +
+      throw InvalidArgument(std::string(max ? "max" : "min") +
                         "(): Expected reduction dim to be specified for input.numel() == 0");
     return Values{to_output(c, reduce_extreme(c.b, x, reduction_dims(arg_at(a, dim), x.rank()), max))};
   };
@@ -255,7 +253,7 @@ LoweringFn moments_fn(bool stddev, bool with_mean) {
   return [=](Context& c, const Args& a) {
     reject_complex(c, a[0].tensor);
     if (!hlo::is_float(a[0].tensor.dtype()))  // PyTorch's meta lets this through
-      throw Unsupported("std and var only support floating point and complex dtypes");
+      throw InvalidArgument("std and var only support floating point and complex dtypes");
     Value x = c.b.convert(a[0].tensor, accumulation_type(c.out().dtype));
     Moments m = moments(c.b, x, reduction_dims(a[1], x.rank()), a[2]);
     Values r{to_output(c, stddev ? c.b.sqrt(m.var) : m.var, 0)};

@@ -64,3 +64,12 @@ def highest_precision():
     torch_tpu._C._set_precision(2)
     yield
     torch_tpu._C._set_precision(previous)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Counts per outcome of the bad-input tier, when it ran."""
+    import bad_input_cases
+    counts = config.stash.get(bad_input_cases.COUNTS_KEY, None)
+    if counts:
+        terminalreporter.write_line("bad inputs: " + ", ".join(
+            f"{k}={v}" for k, v in sorted(counts.items())))
