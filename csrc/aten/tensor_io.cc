@@ -308,7 +308,8 @@ at::Tensor to_cpu(const at::Tensor& src) {
   try {
     e.to_host(value, out.data_ptr(), out.nbytes());
   } catch (const engine::CheckFailed& failed) {
-    TORCH_CHECK_INDEX(false, failed.what());  // IndexError, as on CPU
+    TORCH_CHECK_INDEX(!failed.index_error, failed.what());  // IndexError, as on CPU
+    TORCH_CHECK(false, failed.what());
   }
   return out;
 }

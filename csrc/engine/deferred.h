@@ -63,6 +63,7 @@ inline uint64_t mix(uint64_t h, uint64_t v) {
 struct CheckList {
   std::vector<int64_t> ops;
   std::vector<std::string> messages;
+  std::vector<bool> index_errors;
 };
 using CheckListPtr = std::shared_ptr<const CheckList>;
 

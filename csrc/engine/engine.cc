@@ -200,6 +200,7 @@ CheckListPtr Engine::check_results(hlo::Values& results) {
   for (const auto& c : checks) {
     list->ops.push_back(c.tag);
     list->messages.push_back(c.message);
+    list->index_errors.push_back(c.index_error);
   }
   results.push_back(code);
   return list;
@@ -230,7 +231,8 @@ void Engine::verify_checks() {
     throw CheckFailed("tpu: device-side check failed: " + c.checks->messages[code] + where +
                       ". Checks run on the device and are reported at the next host read or "
                       "synchronize; torch_tpu.set_index_checks(False) or "
-                      "TORCH_TPU_INDEX_CHECKS=0 turns them off.");
+                      "TORCH_TPU_INDEX_CHECKS=0 turns them off.",
+                      c.checks->index_errors[code]);
   }
 }
 
@@ -360,7 +362,12 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   // Outputs: the pending values still alive. Dead intermediates stay internal.
   for (auto& w : produced_)
     if (ValuePtr v = w.lock()) p.outputs.push_back(std::move(v));
-  if (p.outputs.empty()) {
+  // A recording whose values all died still runs for its checks (an index
+  // written out of range into a temporary is an error as on CPU).
+  if (p.outputs.empty() && ops_ > 0 && checks_) {
+    if (recording_ == Recording::kTrace) to_builder();
+  }
+  if (p.outputs.empty() && !(recording_ == Recording::kBuilder && !builder_->checks().empty())) {
     reset_recording();
     return p;
   }
@@ -659,13 +666,13 @@ void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
   auto start = std::chrono::steady_clock::now();
   try {
     b->to_host(dst, bytes);  // waits for the producer; raises its error, if any
-  verify_checks();
   } catch (const pjrt::Error& err) {
     raise_failure(err.what(), err.code());
   }
   metrics_.count("transfers_to_host");
   metrics_.count("bytes_to_host", static_cast<int64_t>(bytes));
   metrics_.time("transfer_to_host", seconds_since(start));
+  verify_checks();
 }
 
 void Engine::synchronize() {

@@ -46,7 +46,9 @@ struct OpSite {
 // A run-time check of a launched program failed (an index out of range):
 // reported at the next host read or synchronize, naming the op and its line.
 struct CheckFailed : pjrt::Error {
-  using pjrt::Error::Error;
+  CheckFailed(std::string message, bool index_error)
+      : pjrt::Error(std::move(message)), index_error(index_error) {}
+  bool index_error;  // PyTorch raises IndexError for it, else RuntimeError
 };
 
 // A flushed recording: what ran, with which inputs and outputs.

@@ -199,12 +199,12 @@ Value Builder::parameter(const TensorType& type) {
 
 void Builder::set_donated(size_t index) { donated_.at(index) = true; }
 
-void Builder::check(Value violated, std::string message) {
+void Builder::check(Value violated, std::string message, bool index_error) {
   // A condition inside a region (a loop body) cannot become a result.
   if (!checks_enabled_ || insertion_.size() != 1) return;
   if (!(violated.type() == TensorType{ElementType::kPred, {}}))
     throw TypeError("check: expected an i1 scalar condition, got " + violated.type().str());
-  checks_.push_back(Check{violated, std::move(message), check_tag_});
+  checks_.push_back(Check{violated, std::move(message), check_tag_, index_error});
 }
 
 void Builder::set_results(const Values& results) { results_ = results; }

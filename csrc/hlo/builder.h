@@ -116,9 +116,10 @@ class Builder {
     Value violated;
     std::string message;
     int64_t tag;
+    bool index_error;  // an index out of range (else another invalid value)
   };
   // Records a check (nothing when checks are off).
-  void check(Value violated, std::string message);
+  void check(Value violated, std::string message, bool index_error = true);
   bool checks_enabled() const { return checks_enabled_; }
   void set_checks_enabled(bool on) { checks_enabled_ = on; }
   void set_check_tag(int64_t tag) { check_tag_ = tag; }

@@ -212,23 +212,23 @@ Value reduce_min(Builder& b, Value x, const std::vector<int64_t>& dims) {
   return monoid(b, x, dims, extreme(b, x.dtype(), false), &Builder::min);
 }
 
-void check_all(Builder& b, Value ok, std::string message) {
+void check_all(Builder& b, Value ok, std::string message, bool index_error) {
   if (!b.checks_enabled() || TensorType{ElementType::kPred, ok.shape()}.numel() == 0) return;
   Value bad = b.not_(ok);
   std::vector<int64_t> dims(ok.rank());
   for (int64_t d = 0; d < ok.rank(); ++d) dims[d] = d;
-  b.check(ok.rank() == 0 ? bad : reduce_sum(b, bad, dims), std::move(message));
+  b.check(ok.rank() == 0 ? bad : reduce_sum(b, bad, dims), std::move(message), index_error);
 }
 
 void check_in_range(Builder& b, Value idx, int64_t lo, int64_t hi, std::string message,
-                    std::optional<int64_t> except) {
+                    std::optional<int64_t> except, bool index_error) {
   if (!b.checks_enabled()) return;
   Value i = b.convert(idx, ElementType::kI64);
   Value ok = b.and_(b.compare(hlo::Compare::kGE, i, splat_like(b, static_cast<double>(lo), i)),
                     b.compare(hlo::Compare::kLT, i, splat_like(b, static_cast<double>(hi), i)));
   if (except)
     ok = b.or_(ok, b.compare(hlo::Compare::kEQ, i, splat_like(b, static_cast<double>(*except), i)));
-  check_all(b, ok, std::move(message));
+  check_all(b, ok, std::move(message), index_error);
 }
 
 Value keepdim(Builder& b, Value x, const std::vector<int64_t>& shape,

@@ -49,10 +49,11 @@ double highest(ElementType t);
 
 // A run-time check (Builder::check) that `ok` (pred, any shape) holds
 // everywhere; `message` says what was wrong, as PyTorch words it.
-void check_all(Builder& b, Value ok, std::string message);
+// `index_error`: PyTorch raises IndexError for it (else RuntimeError).
+void check_all(Builder& b, Value ok, std::string message, bool index_error = true);
 // check_all that every index lies in [lo, hi) (or equals `except`, if set).
 void check_in_range(Builder& b, Value idx, int64_t lo, int64_t hi, std::string message,
-                    std::optional<int64_t> except = std::nullopt);
+                    std::optional<int64_t> except = std::nullopt, bool index_error = true);
 
 // Keeps reduced dims as size 1: reshapes `x` reduced over `dims` of `shape`.
 Value keepdim(Builder& b, Value x, const std::vector<int64_t>& shape,

@@ -26,9 +26,12 @@ Value wrap_index(Builder& b, Value idx, int64_t size, int64_t dim, bool negative
   if (idx.dtype() == ElementType::kPred || idx.dtype() == ElementType::kU8)
     throw Unsupported("boolean mask indices must be converted on the host first");
   idx = b.convert(idx, kI64);
+  // PyTorch raises IndexError where negative indices wrap, RuntimeError in
+  // gather and scatter.
   check_in_range(b, idx, negative_ok ? -size : 0, size,
                  "index out of bounds for dimension " + std::to_string(dim) + " with size " +
-                     std::to_string(size));
+                     std::to_string(size),
+                 std::nullopt, negative_ok);
   Value neg = b.compare(Compare::kLT, idx, splat_like(b, 0, idx));
   return b.select(neg, b.add(idx, splat_like(b, static_cast<double>(size), idx)), idx);
 }
@@ -282,6 +285,8 @@ Values masked_scatter(Context& c, const Args& a) {
   int64_t n = t.numel(), m = TensorType{kI64, a[2].tensor.shape()}.numel();
   if (n == 0 || m == 0) return {self};
   Value pos = prefix_sum(b, b.convert(b.reshape(mask, {n}), kI64));
+  check_all(b, b.compare(Compare::kLE, b.slice(pos, {n - 1}, {n}), splat(b, m, kI64, {1})),
+            "Number of elements of source < number of ones in mask", false);
   pos = b.max(b.sub(pos, splat_like(b, 1, pos)), splat_like(b, 0, pos));
   Value src = b.convert(b.reshape(a[2].tensor, {m}), t.dtype);
   Value picked = index_gather(b, src, {pos}, {t.dtype, {n}});

@@ -47,7 +47,7 @@ PYBIND11_MODULE(_C, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const torch_tpu::engine::CheckFailed& e) {
-      PyErr_SetString(PyExc_IndexError, e.what());
+      PyErr_SetString(e.index_error ? PyExc_IndexError : PyExc_RuntimeError, e.what());
     } catch (const c10::OutOfMemoryError& e) {
       static PyObject* type =
           py::object(py::module_::import("torch").attr("OutOfMemoryError")).release().ptr();

@@ -614,7 +614,12 @@ def _run(case, device):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return "result", _to_cpu(case.fn(device))
+            value = case.fn(device)
+            if device != "cpu":
+                # Device-side errors (index checks) surface at the latest here,
+                # as CUDA's do at a synchronize.
+                torch.tpu.synchronize()
+            return "result", _to_cpu(value)
         except Exception as e:  # noqa: BLE001 - any error is an outcome
             return "error", e
 

@@ -9,8 +9,6 @@ import pytest
 
 import bad_input_cases as cases
 
-# Out-of-range index values are checked on device data by separate work.
-DEVICE_INDEX_CHECKS = "device index checks"
 
 # Mismatches not fixed yet, one reason per line.
 KNOWN = {
@@ -29,7 +27,6 @@ KNOWN = {
     "views:expanded_index_put__accumulate": "index_put_ into an expanded view: whole-view write-back is refused",
     "views:expanded_setitem": "index_put_ into an expanded view: whole-view write-back is refused",
 }
-KNOWN.update({c.id: DEVICE_INDEX_CHECKS for c in cases.CASES if c.family == "indices" and c.isolate})
 
 
 @functools.lru_cache(maxsize=None)
