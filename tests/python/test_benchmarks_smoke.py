@@ -14,6 +14,7 @@ SCRIPTS = {
     "cold_warm": ["rows"],
     "quickstart_speed": ["add_latency_us", "quickstart_steps_per_s"],
     "soak": ["steps", "steps_per_s"],
+    "index_checks": ["rows"],
 }
 
 
