@@ -1,9 +1,11 @@
 // Gather/scatter building blocks shared by the indexing and shape families.
 //
 // Index semantics on tpu: negative indices wrap (the dim size is added where
-// an index is < 0). Out-of-range indices cannot be checked without a host
-// sync, so they follow XLA: gathers clamp the start index into range and
-// scatters drop out-of-range updates. PyTorch on CPU raises instead.
+// an index is < 0). Out-of-range indices are checked on the device
+// (check_in_range, a Builder::check): the engine reports a violation as
+// PyTorch's error at the next host read or synchronize. With the checks off
+// they follow XLA: gathers clamp the start index into range and scatters
+// drop out-of-range updates.
 #pragma once
 
 #include "helpers.h"
