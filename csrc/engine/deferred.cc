@@ -123,7 +123,7 @@ bool Engine::flush_trace(Program& p, uint64_t* key, const Priors& priors) {
   // Donation as the builder's flush decides it: buffers only the trace holds.
   std::vector<bool> donated(externals_.size(), false);
   for (size_t i = 0; i < externals_.size(); ++i) {
-    donated[i] = donatable(externals_[i], priors);
+    donated[i] = !external_scalar_[i] && donatable(externals_[i], priors);
     k = mix(k, donated[i] ? 3 : 2);
   }
   k = mix(k, static_cast<uint64_t>(device_));

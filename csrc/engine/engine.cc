@@ -156,6 +156,7 @@ void Engine::reset_recording() {
   external_scalar_.clear();
   external_nodes_.clear();
   input_externals_.clear();
+  input_scalar_.clear();
   external_index_.clear();
   trace_nodes_.clear();
   deferred_tags_.clear();
@@ -261,6 +262,7 @@ hlo::Value Engine::bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& ty
     if (e != external_index_.end() && !external_scalar_.at(e->second)) external = e->second;
   }
   input_externals_.push_back(external);
+  input_scalar_.push_back(false);
   bound_.emplace(buffer.get(), p);
   return p;
 }
@@ -270,6 +272,7 @@ hlo::Value Engine::bind_scalar(const pjrt::BufferPtr& buffer, const hlo::TensorT
   hlo::Value p = builder_->parameter(type);
   inputs_.push_back(buffer);
   input_externals_.push_back(external);
+  input_scalar_.push_back(true);
   return p;
 }
 
@@ -390,7 +393,7 @@ Program Engine::flush_program(const char* cause, bool with_text) {
   // of an in-place update) is donated: the program may reuse its memory.
   if (donate_) {
     for (size_t i = 0; i < inputs_.size(); ++i)
-      if (donatable(inputs_[i], priors)) builder_->set_donated(i);
+      if (!input_scalar_[i] && donatable(inputs_[i], priors)) builder_->set_donated(i);
   }
   // A program seen before is found by its fingerprint, without printing it.
   hlo::Fingerprint key = builder_->fingerprint();

@@ -212,6 +212,10 @@ class Engine {
   std::vector<hlo::Value> external_nodes_;
   // Parameter i's external index (-1: bound outside the trace).
   std::vector<int64_t> input_externals_;
+  // Whether parameter i is a host scalar: never donated (its buffer is shared
+  // by the scalar cache, and when the cache starts over a donation bit would
+  // otherwise flip and make another program).
+  std::vector<bool> input_scalar_;
   std::unordered_map<const pjrt::Buffer*, uint32_t> external_index_;
   std::vector<hlo::Value> trace_nodes_;
   uint64_t trace_key_ = 0;

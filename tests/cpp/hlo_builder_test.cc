@@ -421,3 +421,36 @@ TEST(HloTypes, Spelling) {
 
 }  // namespace
 }  // namespace torch_tpu::hlo
+
+namespace torch_tpu::hlo {
+namespace {
+
+// Run-time checks: recorded with the caller's tag at top level only, never
+// when turned off, and their condition must be an i1 scalar.
+TEST(HloChecks, RecordedAtTopLevelWithTheirTag) {
+  Builder b;
+  Value x = b.parameter({F32, {4}});
+  Value bad = b.compare(Compare::kLT, b.slice(x, {0}, {1}), b.full({F32, {1}}, 0));
+  b.set_check_tag(7);
+  b.check(b.reshape(bad, {}), "negative", false);
+  ASSERT_EQ(b.checks().size(), 1u);
+  EXPECT_EQ(b.checks()[0].tag, 7);
+  EXPECT_EQ(b.checks()[0].message, "negative");
+  EXPECT_FALSE(b.checks()[0].index_error);
+  EXPECT_THROW(b.check(bad, "not a scalar"), TypeError);
+  b.set_checks_enabled(false);
+  b.check(b.reshape(bad, {}), "off");
+  EXPECT_EQ(b.checks().size(), 1u);
+  b.set_checks_enabled(true);
+  // Inside a region a check could not become a result: it is not made.
+  b.reduce({x}, {b.constant(F32, 0)}, {0}, [](Builder& r, const Values& a) -> Values {
+    r.check(r.compare(Compare::kLT, a[0], a[1]), "inside");
+    return {r.add(a[0], a[1])};
+  });
+  EXPECT_EQ(b.checks().size(), 1u);
+  b.clear();
+  EXPECT_TRUE(b.checks().empty());
+}
+
+}  // namespace
+}  // namespace torch_tpu::hlo

@@ -204,11 +204,12 @@ def test_repeat_interleave():
     check(lambda x, r: x.repeat_interleave(r, dim=0), X, torch.tensor([1, 0, 2]))
 
 
-def test_out_of_range_index_does_not_crash():
-    # CPU raises; tpu cannot check device values without a sync: gathers clamp.
+def test_out_of_range_index_raises_index_error_at_the_host_read():
+    # Checked on the device (test_index_checks.py), reported as CPU reports it.
     out = X.to("tpu")[torch.tensor([7]).to("tpu")]
     assert out.shape == (1, 4)
-    out.cpu()
+    with pytest.raises(IndexError, match="out of bounds for dimension 0"):
+        out.cpu()
 
 
 # ---- backward ---------------------------------------------------------------
