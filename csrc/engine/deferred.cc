@@ -33,8 +33,8 @@ TraceRef Engine::trace_ref(const ValuePtr& v) {
 
 TraceRef Engine::trace_buffer(const pjrt::BufferPtr& buffer, hlo::ElementType dtype) {
   // Every use is its own external: an equal value must not change the trace.
+  // (Not in external_index_: only tensor buffers are looked up there.)
   auto index = static_cast<uint32_t>(externals_.size());
-  external_index_.emplace(buffer.get(), index);
   externals_.push_back(buffer);
   external_types_.push_back(hlo::TensorType{dtype, {}});
   external_scalar_.push_back(true);

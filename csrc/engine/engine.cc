@@ -259,7 +259,7 @@ hlo::Value Engine::bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& ty
   inputs_.push_back(buffer);
   if (external < 0) {
     auto e = external_index_.find(buffer.get());
-    if (e != external_index_.end() && !external_scalar_.at(e->second)) external = e->second;
+    if (e != external_index_.end()) external = e->second;
   }
   input_externals_.push_back(external);
   input_scalar_.push_back(false);
@@ -367,10 +367,9 @@ Program Engine::flush_program(const char* cause, bool with_text) {
     if (ValuePtr v = w.lock()) p.outputs.push_back(std::move(v));
   // A recording whose values all died still runs for its checks (an index
   // written out of range into a temporary is an error as on CPU).
-  if (p.outputs.empty() && ops_ > 0 && checks_) {
-    if (recording_ == Recording::kTrace) to_builder();
-  }
-  if (p.outputs.empty() && !(recording_ == Recording::kBuilder && !builder_->checks().empty())) {
+  if (p.outputs.empty() && ops_ > 0 && checks_ && recording_ == Recording::kTrace) to_builder();
+  bool checked = recording_ == Recording::kBuilder && !builder_->checks().empty();
+  if (p.outputs.empty() && !checked) {
     reset_recording();
     return p;
   }
