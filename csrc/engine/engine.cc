@@ -31,8 +31,8 @@ std::string program_signature(const hlo::Builder& b, const std::vector<OpSite>& 
 
 // Fused Eager flushes a program that grows past this many StableHLO ops.
 constexpr size_t kMaxProgramOps = 20000;
-// ... or past this many deferred ops (each lowers to a few StableHLO ops).
-constexpr size_t kMaxDeferredOps = 4000;
+// ... or past this many recorded ops (each lowers to a few StableHLO ops).
+constexpr size_t kMaxRecordedOps = 4000;
 
 // XLA:CPU's TreeReductionRewriter turns every reduction over a dimension
 // longer than 32 into a reduce-window plus a reduce, and XLA:CPU runs
@@ -133,39 +133,112 @@ Engine::Engine() {
   if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
   if (const char* c = std::getenv("TORCH_TPU_INDEX_CHECKS")) checks_ = std::strcmp(c, "0") != 0;
   if (Warmup::wanted(c.plugin_path)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
-  reset_recording();
+  r_ = &mine();
+}
+
+Recorder& Engine::mine() {
+  // A thread's recorder lives in the engine (values pending in it outlive
+  // the thread); the thread's end marks it for the next recording thread.
+  struct Slot {
+    Recorder* recorder = nullptr;
+    Engine* engine = nullptr;
+    ~Slot() {
+      if (!recorder) return;
+      recorder->orphaned = true;
+      engine->orphans_.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  thread_local Slot slot;
+  if (!slot.recorder) {
+    recorders_.push_back(std::make_unique<Recorder>());
+    slot.recorder = recorders_.back().get();
+    slot.recorder->epoch = next_epoch_++;
+    slot.engine = this;
+  }
+  return *slot.recorder;
+}
+
+Recorder* Engine::recorder_of(const DeviceValue& v) {
+  if (v.materialized()) return nullptr;
+  for (auto& r : recorders_)
+    if (r->epoch == v.epoch_) return r.get();
+  return nullptr;
+}
+
+void Engine::flush_recorder(Recorder& r, const char* cause) {
+  Recorder* current = std::exchange(r_, &r);
+  try {
+    flush_current(cause, false);
+  } catch (...) {
+    r_ = current;
+    throw;
+  }
+  r_ = current;
+}
+
+void Engine::flush_all(const char* cause) {
+  r_ = &mine();
+  for (auto& r : recorders_)
+    if (r.get() != r_ && r->ops > 0) flush_recorder(*r, cause);
+  flush_current(cause, false);
+  drop_orphans();
+}
+
+void Engine::drop_orphans() {
+  if (orphans_.load(std::memory_order_relaxed) == 0) return;
+  for (auto it = recorders_.begin(); it != recorders_.end();) {
+    Recorder& r = **it;
+    if (!r.orphaned) {
+      ++it;
+      continue;
+    }
+    orphans_.fetch_sub(1, std::memory_order_relaxed);
+    // A failure is kept by the values it leaves without contents (abandon):
+    // whoever reads them gets it, not this unrelated thread.
+    try {
+      flush_recorder(r, "thread_exit");
+    } catch (const pjrt::Error&) {
+    }
+    it = recorders_.erase(it);
+  }
+}
+
+void Engine::settle(const DeviceValue& v) {
+  if (v.materialized()) return;
+  if (v.error_) throw pjrt::Error(*v.error_);
+  if (v.epoch_ == r_->epoch) return;
+  Recorder* other = recorder_of(v);
+  if (!other) throw pjrt::Error("internal: a pending value outlived its program");
+  flush_recorder(*other, "other_thread");
+  if (v.error_) throw pjrt::Error(*v.error_);
 }
 
 void Engine::reset_recording() {
-  if (!current_ops_.empty()) last_program_ops_.swap(current_ops_);
-  current_ops_.clear();
-  op_sites_.clear();
-  if (builder_)
-    builder_->clear();  // keeps its memory: no allocation churn per program
-  else
-    builder_ = std::make_unique<hlo::Builder>();
-  ++epoch_;
-  ops_ = 0;
-  inputs_.clear();
-  bound_.clear();
-  produced_.clear();
-  recording_ = Recording::kEmpty;
-  deferred_.clear();
-  externals_.clear();
-  external_types_.clear();
-  external_scalar_.clear();
-  external_nodes_.clear();
-  input_externals_.clear();
-  input_scalar_.clear();
-  external_index_.clear();
-  trace_nodes_.clear();
-  deferred_tags_.clear();
-  trace_key_ = 0;
+  r_->loop.restart();
+  r_->op_sites.clear();
+  r_->builder->clear();  // keeps its memory: no allocation churn per program
+  r_->epoch = next_epoch_++;
+  r_->ops = 0;
+  r_->inputs.clear();
+  r_->bound.clear();
+  r_->produced.clear();
+  r_->state = Recorder::State::kEmpty;
+  r_->deferred.clear();
+  r_->externals.clear();
+  r_->external_types.clear();
+  r_->external_scalar.clear();
+  r_->external_nodes.clear();
+  r_->input_externals.clear();
+  r_->input_scalar.clear();
+  r_->external_index.clear();
+  r_->trace_nodes.clear();
+  r_->deferred_tags.clear();
+  r_->trace_key = 0;
 }
 
 void Engine::set_mode(Mode m) {
   auto guard = lock();
-  flush("mode_change");
+  flush_all("mode_change");
   mode_ = m;
 }
 
@@ -173,30 +246,32 @@ void Engine::begin(int device) {
   if (device < 0 || device >= device_count())
     throw pjrt::Error("tpu:" + std::to_string(device) + " does not exist: " +
                       std::to_string(device_count()) + " device(s) are available");
-  if (boundary_pending_) flush("loop_boundary");
-  if (ops_ > 0 && device != device_) flush("device_change");
-  device_ = device;
+  r_ = &mine();
+  drop_orphans();
+  if (r_->loop.cut_pending()) flush_current("loop_boundary", false);
+  if (r_->ops > 0 && device != r_->device) flush_current("device_change", false);
+  r_->device = device;
   // Checks name the op being recorded; graph capture keeps its results as
   // the traced graph's.
-  builder_->set_check_tag(static_cast<int64_t>(op_sites_.size()));
-  builder_->set_checks_enabled(checks_ && mode_ != Mode::kDeferAll);
+  r_->builder->set_check_tag(static_cast<int64_t>(r_->op_sites.size()));
+  r_->builder->set_checks_enabled(checks_ && mode_ != Mode::kDeferAll);
 }
 
 void Engine::set_checks(bool on) {
   auto guard = lock();
-  flush("mode_change");
+  flush_all("mode_change");
   traces_.clear();  // traces record which programs they ran, checks included
   checks_ = on;
 }
 
 CheckListPtr Engine::check_results(hlo::Values& results) {
-  const auto& checks = builder_->checks();
+  const auto& checks = r_->builder->checks();
   if (checks.empty()) return nullptr;
   auto list = std::make_shared<CheckList>();
-  hlo::Value code = builder_->constant_int(hlo::ElementType::kI32, -1);
+  hlo::Value code = r_->builder->constant_int(hlo::ElementType::kI32, -1);
   for (size_t i = checks.size(); i-- > 0;)
-    code = builder_->select(checks[i].violated,
-                            builder_->constant_int(hlo::ElementType::kI32, static_cast<int64_t>(i)),
+    code = r_->builder->select(checks[i].violated,
+                            r_->builder->constant_int(hlo::ElementType::kI32, static_cast<int64_t>(i)),
                             code);
   for (const auto& c : checks) {
     list->ops.push_back(c.tag);
@@ -238,49 +313,48 @@ void Engine::verify_checks() {
 }
 
 hlo::Value Engine::use(const ValuePtr& v) {
-  if (recording_ != Recording::kBuilder) to_builder();
+  if (r_->state != Recorder::State::kBuilder) to_builder();
+  settle(*v);
   if (!v->materialized()) {
-    if (v->error_) throw pjrt::Error(*v->error_);
-    if (v->epoch_ != epoch_ || !v->node_.valid())
-      throw pjrt::Error("internal: a pending value outlived its program");
+    if (!v->node_.valid()) throw pjrt::Error("internal: a pending value outlived its program");
     return v->node_;
   }
-  if (v->device_ != device_)
+  if (v->device_ != r_->device)
     throw pjrt::Error("a value on tpu:" + std::to_string(v->device_) +
-                      " was used by an op on tpu:" + std::to_string(device_));
+                      " was used by an op on tpu:" + std::to_string(r_->device));
   return bind(v->buffer_, v->type_);
 }
 
 hlo::Value Engine::bind(const pjrt::BufferPtr& buffer, const hlo::TensorType& type,
                         int64_t external) {
-  auto it = bound_.find(buffer.get());
-  if (it != bound_.end()) return it->second;
-  hlo::Value p = builder_->parameter(type);
-  inputs_.push_back(buffer);
+  auto it = r_->bound.find(buffer.get());
+  if (it != r_->bound.end()) return it->second;
+  hlo::Value p = r_->builder->parameter(type);
+  r_->inputs.push_back(buffer);
   if (external < 0) {
-    auto e = external_index_.find(buffer.get());
-    if (e != external_index_.end()) external = e->second;
+    auto e = r_->external_index.find(buffer.get());
+    if (e != r_->external_index.end()) external = e->second;
   }
-  input_externals_.push_back(external);
-  input_scalar_.push_back(false);
-  bound_.emplace(buffer.get(), p);
+  r_->input_externals.push_back(external);
+  r_->input_scalar.push_back(false);
+  r_->bound.emplace(buffer.get(), p);
   return p;
 }
 
 hlo::Value Engine::bind_scalar(const pjrt::BufferPtr& buffer, const hlo::TensorType& type,
                                int64_t external) {
-  hlo::Value p = builder_->parameter(type);
-  inputs_.push_back(buffer);
-  input_externals_.push_back(external);
-  input_scalar_.push_back(true);
+  hlo::Value p = r_->builder->parameter(type);
+  r_->inputs.push_back(buffer);
+  r_->input_externals.push_back(external);
+  r_->input_scalar.push_back(true);
   return p;
 }
 
 pjrt::BufferPtr Engine::scalar_buffer(hlo::ElementType dtype, uint64_t bits) {
-  auto key = std::make_tuple(static_cast<int>(dtype), bits, device_);
+  auto key = std::make_tuple(static_cast<int>(dtype), bits, r_->device);
   auto it = scalar_buffers_.find(key);
   if (it != scalar_buffers_.end()) return it->second;
-  pjrt::BufferPtr buffer = client_->buffer_from_host(&bits, buffer_type(dtype), {}, device_);
+  pjrt::BufferPtr buffer = client_->buffer_from_host(&bits, buffer_type(dtype), {}, r_->device);
   if (scalar_buffers_.size() > 4096) scalar_buffers_.clear();
   scalar_buffers_.emplace(key, buffer);
   metrics_.count("scalar_uploads");
@@ -288,16 +362,16 @@ pjrt::BufferPtr Engine::scalar_buffer(hlo::ElementType dtype, uint64_t bits) {
 }
 
 hlo::Value Engine::scalar(hlo::ElementType dtype, uint64_t bits) {
-  if (recording_ != Recording::kBuilder) to_builder();
+  if (r_->state != Recorder::State::kBuilder) to_builder();
   return bind_scalar(scalar_buffer(dtype, bits), hlo::TensorType{dtype, {}});
 }
 
 ValuePtr Engine::produce(hlo::Value node) {
-  if (recording_ != Recording::kBuilder) to_builder();
-  auto v = std::make_shared<DeviceValue>(node.type(), device_);
-  v->epoch_ = epoch_;
+  if (r_->state != Recorder::State::kBuilder) to_builder();
+  auto v = std::make_shared<DeviceValue>(node.type(), r_->device);
+  v->epoch_ = r_->epoch;
   v->node_ = node;
-  produced_.push_back(v);
+  r_->produced.push_back(v);
   return v;
 }
 
@@ -314,13 +388,13 @@ void Engine::set_warning_handler(std::function<void(const std::string&)> handler
 }
 
 void Engine::end(const char* op, const std::string* site) {
-  ++ops_;
-  if (site != last_site_) {
-    last_site_ = site;
+  ++r_->ops;
+  if (site != r_->last_site) {
+    r_->last_site = site;
     ++run_;
   }
   metrics_.count(Hot::kOpsRecorded);
-  op_sites_.push_back(OpSite{op, site});
+  r_->op_sites.push_back(OpSite{op, site});
   switch (mode_) {
     case Mode::kDeferNever:
     case Mode::kDeferNeverAndLaunchBlocking:
@@ -329,19 +403,15 @@ void Engine::end(const char* op, const std::string* site) {
     case Mode::kDeferAndFuse: {
       // Op names are stable strings (a plan's, or literals): their address
       // identifies the op for loop detection without hashing the name.
-      uint64_t h = reinterpret_cast<uintptr_t>(op);
-      if (current_ops_.empty()) matching_last_ = !last_program_ops_.empty();
-      size_t i = current_ops_.size();
-      current_ops_.push_back(h);
-      matching_last_ = matching_last_ && i < last_program_ops_.size() && last_program_ops_[i] == h;
-      if (matching_last_ && current_ops_.size() == last_program_ops_.size()) {
-        if (last_ended_by_request_)
-          boundary_pending_ = true;  // flushed by that request or the next op
-        else
-          flush("loop_boundary");
+      LoopDetector::Cut cut = r_->loop.record(reinterpret_cast<uintptr_t>(op));
+      if (cut == LoopDetector::Cut::kNow) {
+        if (r_->loop.found()) metrics_.count("loops_found");
+        flush_current("loop_boundary", false);
+      } else if (cut == LoopDetector::Cut::kNone &&
+                 (r_->builder->num_ops() > kMaxProgramOps || r_->ops > kMaxRecordedOps)) {
+        warn_size_cap(site);
+        flush_current("size_cap", false);
       }
-      else if (builder_->num_ops() > kMaxProgramOps || deferred_.size() > kMaxDeferredOps)
-        flush("size_cap");
       break;
     }
     case Mode::kDeferAll:
@@ -351,24 +421,25 @@ void Engine::end(const char* op, const std::string* site) {
 
 Program Engine::flush_program(const char* cause, bool with_text) {
   auto guard = lock();
+  r_ = &mine();
+  return flush_current(cause, with_text);
+}
+
+Program Engine::flush_current(const char* cause, bool with_text) {
   Program p;
-  p.device = device_;
-  // A deferred loop boundary keeps its mode whatever flushes it, so every
-  // later iteration ends at the same point.
-  if (ops_ > 0 && !boundary_pending_) {
-    static constexpr const char* kRequested[] = {"optimizer_step", "host_read", "synchronize",
-                                                 "explicit"};
-    last_ended_by_request_ = false;
-    for (const char* c : kRequested) last_ended_by_request_ |= std::strcmp(cause, c) == 0;
-  }
-  boundary_pending_ = false;
+  p.device = r_->device;
+  static constexpr const char* kRequested[] = {"optimizer_step", "host_read", "synchronize",
+                                               "explicit"};
+  bool requested = false;
+  for (const char* c : kRequested) requested |= std::strcmp(cause, c) == 0;
+  r_->loop.flushing(requested);
   // Outputs: the pending values still alive. Dead intermediates stay internal.
-  for (auto& w : produced_)
+  for (auto& w : r_->produced)
     if (ValuePtr v = w.lock()) p.outputs.push_back(std::move(v));
   // A recording whose values all died still runs for its checks (an index
   // written out of range into a temporary is an error as on CPU).
-  if (p.outputs.empty() && ops_ > 0 && checks_ && recording_ == Recording::kTrace) to_builder();
-  bool checked = recording_ == Recording::kBuilder && !builder_->checks().empty();
+  if (p.outputs.empty() && r_->ops > 0 && checks_ && r_->state == Recorder::State::kTrace) to_builder();
+  bool checked = r_->state == Recorder::State::kBuilder && !r_->builder->checks().empty();
   if (p.outputs.empty() && !checked) {
     reset_recording();
     return p;
@@ -379,32 +450,32 @@ Program Engine::flush_program(const char* cause, bool with_text) {
     metrics_.count(std::string("flush_") + cause);
     ++run_;
   }
-  if (recording_ == Recording::kTrace && with_text) to_builder();
+  if (r_->state == Recorder::State::kTrace && with_text) to_builder();
   uint64_t trace_key = 0;
-  bool from_trace = recording_ == Recording::kTrace;
+  bool from_trace = r_->state == Recorder::State::kTrace;
   Priors priors = take_priors(p.outputs);
   if (from_trace && flush_trace(p, &trace_key, priors)) return p;
   hlo::Values results;
   for (const ValuePtr& v : p.outputs) results.push_back(v->node_);
   p.checks = check_results(results);
-  builder_->set_results(results);
+  r_->builder->set_results(results);
   // A parameter whose buffer nobody but this recording holds (the old value
   // of an in-place update) is donated: the program may reuse its memory.
   if (donate_) {
-    for (size_t i = 0; i < inputs_.size(); ++i)
-      if (!input_scalar_[i] && donatable(inputs_[i], priors)) builder_->set_donated(i);
+    for (size_t i = 0; i < r_->inputs.size(); ++i)
+      if (!r_->input_scalar[i] && donatable(r_->inputs[i], priors)) r_->builder->set_donated(i);
   }
   // A program seen before is found by its fingerprint, without printing it.
-  hlo::Fingerprint key = builder_->fingerprint();
+  hlo::Fingerprint key = r_->builder->fingerprint();
   if (from_trace) remember_trace(trace_key, key, p.outputs.size(), p.checks);
   p.exe = cache_->lookup(key);
-  if (!p.exe || with_text) p.text = builder_->module();
-  p.inputs = std::move(inputs_);
-  const std::string* site = op_sites_.empty() ? nullptr : op_sites_.front().site;
+  if (!p.exe || with_text) p.text = r_->builder->module();
+  p.inputs = std::move(r_->inputs);
+  const std::string* site = r_->op_sites.empty() ? nullptr : r_->op_sites.front().site;
   std::string signature;
-  if (site && !site->empty() && !p.exe) signature = program_signature(*builder_, op_sites_);
+  if (site && !site->empty() && !p.exe) signature = program_signature(*r_->builder, r_->op_sites);
   // Kept for the error message only: formatted if this program fails.
-  std::vector<OpSite> sites = std::move(op_sites_);
+  std::vector<OpSite> sites = std::move(r_->op_sites);
   Mode mode = mode_;
   reset_recording();  // the recording is consumed even if compiling fails
 
@@ -497,7 +568,7 @@ void Engine::abandon(const std::vector<ValuePtr>& values, const std::vector<Valu
 
 void Engine::abandon_recording(const std::string& why) {
   std::vector<ValuePtr> live, priors;
-  for (auto& w : produced_)
+  for (auto& w : r_->produced)
     if (ValuePtr v = w.lock()) {
       priors.push_back(v->prior_);
       live.push_back(std::move(v));
@@ -530,6 +601,15 @@ void Engine::clear_cache(bool disk) {
   auto guard = lock();
   cache_->clear(disk);
   compiles_at_.clear();
+}
+
+void Engine::warn_size_cap(const std::string* site) {
+  if (!size_cap_warned_.insert(site).second || !warn_) return;
+  warn_("torch_tpu: Fused Eager flushed a program of " + std::to_string(r_->ops) +
+        " ops at its size cap" + (site && !site->empty() ? " at " + *site : std::string()) +
+        ": no repeating op sequence or host read ended the recording, so it held every live "
+        "intermediate until now. Read a result or call torch_tpu.sync() where an iteration "
+        "ends (warned once per line).");
 }
 
 void Engine::note_compile(const std::string& site, const char* first_op,
@@ -641,7 +721,13 @@ void Engine::raise_failure(const std::string& message, int code) {
 pjrt::BufferPtr Engine::buffer(const ValuePtr& v, const char* cause) {
   auto guard = lock();
   if (v->error_) throw pjrt::Error(*v->error_);
-  if (!v->materialized()) flush(cause);
+  if (!v->materialized()) {
+    Recorder* r = recorder_of(*v);
+    if (r == &mine())
+      flush_program(cause);
+    else if (r)
+      flush_recorder(*r, cause);
+  }
   if (!v->materialized()) throw pjrt::Error("internal: value not materialized after flush");
   return v->buffer_;
 }

@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,6 +19,7 @@
 #include "cache.h"
 #include "deferred.h"
 #include "metrics.h"
+#include "recorder.h"
 #include "value.h"
 #include "warmup.h"
 
@@ -34,13 +36,6 @@ struct Config {
   std::string plugin_path;        // the PJRT plugin .so
   int64_t cpu_device_count = 1;   // create option for the CPU plugin
   std::string cache_dir;          // empty: no disk cache
-};
-
-// An op of a recording and where it came from (null: unknown).
-struct OpSite {
-  const char* op;
-  const std::string* site;
-  std::string where() const { return site ? *site : std::string(); }
 };
 
 // A run-time check of a launched program failed (an index out of range):
@@ -81,11 +76,13 @@ class Engine {
   std::unique_lock<std::recursive_mutex> lock() { return std::unique_lock(mu_); }
   // The builder of the current recording; lowers the deferred ops first.
   hlo::Builder& builder() {
-    if (recording_ != Recording::kBuilder) to_builder();
-    return *builder_;
+    if (r_->state != Recorder::State::kBuilder) to_builder();
+    return *r_->builder;
   }
-  // Starts recording an op on `device` (flushes first if the pending program
-  // belongs to another device).
+  // Starts recording an op of this thread on `device` (flushes first if the
+  // pending program belongs to another device). Each thread records into its
+  // own recording; a value pending in another thread's is flushed there
+  // when this one uses it.
   void begin(int device);
   // The node for `v` in the current program: its pending node, or a new
   // parameter bound to its buffer.
@@ -109,7 +106,8 @@ class Engine {
   // whose inputs stay alive outside the engine's view).
   void set_donation(bool on) { donate_ = on; }
 
-  // Runs the pending program (if any). `cause` is counted in the metrics.
+  // Runs this thread's pending program (if any). `cause` is counted in the
+  // metrics.
   void flush(const char* cause) { flush_program(cause); }
   Program flush_program(const char* cause, bool with_text = false);
   // Launches a compiled program on `args`; returns its outputs, materialized.
@@ -137,7 +135,7 @@ class Engine {
   // ---- deferred lowering (deferred.h); callers hold lock() ----
   // Whether the next op may be recorded as a DeferredOp: Fused Eager, and
   // nothing of the current recording has been lowered yet.
-  bool deferring() const { return deferral_enabled() && recording_ != Recording::kBuilder; }
+  bool deferring() const { return deferral_enabled() && r_->state != Recorder::State::kBuilder; }
   // Fused Eager with deferral on: signatures are worth noting even while
   // the recording is in the builder (they are deferred the next time).
   bool deferral_enabled() const { return mode_ == Mode::kDeferAndFuse && defer_lowering_; }
@@ -160,13 +158,16 @@ class Engine {
   // it is recorded).
   void set_defer_lowering(bool on) {
     auto guard = lock();
-    flush("mode_change");
+    flush_all("mode_change");
     defer_lowering_ = on;
   }
   bool defer_lowering() const { return defer_lowering_; }
 
-  // Ops recorded in the pending program (0 when nothing is pending).
-  size_t pending_ops() const { return ops_; }
+  // Ops recorded in this thread's pending program (0 when nothing is pending).
+  size_t pending_ops() {
+    auto guard = lock();
+    return mine().ops;
+  }
   Metrics& metrics() { return metrics_; }
   Cache& cache() { return *cache_; }
   // Empties the compile cache (and its directory if `disk`); compiles after
@@ -188,37 +189,35 @@ class Engine {
   Metrics metrics_;
   Mode mode_ = Mode::kDeferNever;
 
-  // The recording: empty, deferred ops only, or lowered into the builder.
-  enum class Recording { kEmpty, kTrace, kBuilder };
-  Recording recording_ = Recording::kEmpty;
-  std::unique_ptr<hlo::Builder> builder_;
-  uint64_t epoch_ = 1;
-  int device_ = 0;
-  size_t ops_ = 0;
-  std::vector<pjrt::BufferPtr> inputs_;              // parameter i's buffer
-  std::unordered_map<const pjrt::Buffer*, hlo::Value> bound_;  // buffer → parameter
-  std::vector<std::weak_ptr<DeviceValue>> produced_;  // candidates for outputs
-
-  // Deferred lowering (deferred.cc): the ops, their external inputs (each
-  // buffer once, in order of first use), the placeholders' nodes once
-  // lowered, the running key; compiled traces by key.
+  // The recordings, one per recording thread (recorder.h), and the one the
+  // engine works on: the calling thread's, set by the entry points that
+  // record or flush (begin, flush_program), or another thread's while a
+  // value pending there is flushed (flush_recorder). Guarded by mu_.
+  std::vector<std::unique_ptr<Recorder>> recorders_;
+  Recorder* r_ = nullptr;
+  uint64_t next_epoch_ = 1;
+  // The calling thread's recorder (made on its first use; marked orphaned
+  // when the thread ends) and the recorder `v` is pending in (null: none).
+  Recorder& mine();
+  Recorder* recorder_of(const DeviceValue& v);
+  // Flushes `r` (another thread's recording, or an orphan) as if its thread
+  // had asked; the caller's recorder stays current.
+  void flush_recorder(Recorder& r, const char* cause);
+  // Flushes every recording (a mode change) and drops the orphans.
+  void flush_all(const char* cause);
+  // Flushes and drops the recorders of threads that ended.
+  void drop_orphans();
+  std::atomic<int> orphans_{0};
+  // Flushes the current recorder's program.
+  Program flush_current(const char* cause, bool with_text);
+  // Makes `v` usable by the current recording: a value pending in another
+  // recording is flushed there; a failed value raises its error.
+  void settle(const DeviceValue& v);
+  // Warns once per site that Fused Eager flushed at its size cap there.
+  void warn_size_cap(const std::string* site);
+  std::set<const std::string*> size_cap_warned_;
   bool defer_lowering_ = true;
-  std::vector<DeferredPtr> deferred_;
-  std::vector<pjrt::BufferPtr> externals_;
-  std::vector<hlo::TensorType> external_types_;
-  // Host scalars are externals of their own at every use, equal values too
-  // (values must never decide the program); their parameter, once bound.
-  std::vector<bool> external_scalar_;
-  std::vector<hlo::Value> external_nodes_;
-  // Parameter i's external index (-1: bound outside the trace).
-  std::vector<int64_t> input_externals_;
-  // Whether parameter i is a host scalar: never donated (its buffer is shared
-  // by the scalar cache, and when the cache starts over a donation bit would
-  // otherwise flip and make another program).
-  std::vector<bool> input_scalar_;
-  std::unordered_map<const pjrt::Buffer*, uint32_t> external_index_;
-  std::vector<hlo::Value> trace_nodes_;
-  uint64_t trace_key_ = 0;
+  // Compiled traces by key (deferred.h).
   std::unordered_map<uint64_t, TraceEntry> traces_;
   // The priors of a program's outputs (output i's, or null), copied from
   // them, and per buffer the references that only those priors hold: such a
@@ -243,7 +242,6 @@ class Engine {
     std::vector<OpSite> sites;
   };
   std::deque<PendingCheck> pending_checks_;
-  std::vector<int64_t> deferred_tags_;  // the op index of each deferred op
   // Runs p.exe on p.inputs and materializes p.outputs; a failure names the
   // recording's ops.
   void launch(Program& p, const std::vector<OpSite>& sites, Mode mode,
@@ -268,20 +266,6 @@ class Engine {
   // Scalars: one device buffer per distinct (dtype, bits, device), reused.
   std::map<std::tuple<int, uint64_t, int>, pjrt::BufferPtr> scalar_buffers_;
 
-  // Loop detection for Fused Eager: the op sequence of the last flushed
-  // program; a recording that repeats it exactly is flushed at the same
-  // length, so every iteration of a loop becomes the same (cached) program.
-  std::vector<uint64_t> last_program_ops_, current_ops_;
-  bool matching_last_ = false;
-  // Whether the last program ended at a flush the host asked for (optimizer
-  // step, host read, synchronize): a repeat of it then waits for that flush
-  // (or the next op) instead of flushing inside the step, where more
-  // temporaries are still alive and the outputs would differ.
-  bool last_ended_by_request_ = false;
-  bool boundary_pending_ = false;
-
-  // The recording's ops and where they came from, for messages.
-  std::vector<OpSite> op_sites_;
   // Compiles per call site and first op: how many programs, on how many
   // runs of that code, and the last program signature compiled there.
   struct SiteCompiles {
@@ -296,7 +280,6 @@ class Engine {
   // (Fused Eager). The programs one run of a line compiles (a backward()
   // compiling each of its matmul shapes once) count as one recompilation.
   std::atomic<uint64_t> run_{1};
-  const std::string* last_site_ = nullptr;
   std::function<void(const std::string&)> warn_;
   bool donate_ = true;
 

@@ -1,6 +1,9 @@
 """Fused Eager training loops: every iteration after the optimizer's first
 step is one cached program, results match CPU, and inputs released while a
 program runs stay valid."""
+import copy
+import random
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -116,3 +119,89 @@ def test_equal_python_scalars_do_not_change_the_program():
             for a, b in pairs:
                 body(xt, a, b)
             assert torch_tpu.cache_stats()["misses"] == misses, mode
+
+
+def _inference_model():
+    from torch import nn
+    torch.manual_seed(0)
+    blocks = [m for _ in range(5) for m in (nn.LayerNorm(32), nn.Linear(32, 32), nn.GELU())]
+    return nn.Sequential(nn.Embedding(64, 32), *blocks, nn.Linear(32, 64))
+
+
+def _flushes():
+    return sum(v for k, v in torch_tpu.metrics().items() if k.startswith("flush_"))
+
+
+def test_inference_loop_flushes_once_per_forward_after_another_host_read():
+    # The warm-up ends with a host read the loop does not repeat; the loop
+    # body (a forward and an argmax kept until the end) repeats anyway, so
+    # from the second iteration on each forward is one cached program.
+    model = _inference_model().eval()
+    xs = [torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(i)) for i in range(12)]
+    with torch.no_grad(), torch.tpu.precision("highest"), torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        m = copy.deepcopy(model).to("tpu")
+        m(xs[0].to("tpu")).float().abs().mean().cpu()
+        torch_tpu.reset_metrics()
+        preds, flushes, misses = [], [], []
+        for x in xs:
+            preds.append(m(x.to("tpu")).argmax(-1))
+            flushes.append(_flushes())
+            misses.append(torch_tpu.metrics().get("compiles", 0))
+        torch.tpu.synchronize()
+    steps = [b - a for a, b in zip(flushes, flushes[1:])]
+    assert flushes[1] == 1 and steps[1:] == [1] * (len(steps) - 1), flushes
+    assert torch_tpu.metrics().get("flush_size_cap", 0) == 0
+    # Two programs: the first two forwards, found repeating, then one forward.
+    assert misses[-1] == misses[2] <= 2, misses
+    with torch.no_grad():
+        for x, p in zip(xs, preds):
+            assert torch.equal(p.cpu(), model(x).argmax(-1))
+
+
+def test_item_inside_the_loop_flushes_at_the_read_and_hits_the_cache():
+    model = _inference_model().eval()
+    with torch.no_grad(), torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        m = model.to("tpu")
+        x = torch.randint(0, 64, (4, 16)).to("tpu")
+        for step in range(8):
+            if step == 3:
+                torch_tpu.reset_metrics()
+            h = m[:10](x)
+            k = int(h.abs().argmax().item()) % 64  # data-dependent read mid-forward
+            x = (m[10:](h).argmax(-1) + k) % 64
+        metrics = torch_tpu.metrics()  # (the tail left for synchronize is another program)
+        torch.tpu.synchronize()
+    assert metrics.get("compiles", 0) == 0, metrics
+    assert metrics.get("flush_host_read", 0) == 5, metrics
+
+
+def test_chain_without_reads_is_cut_at_a_repeat_not_the_size_cap():
+    import warnings
+    torch_tpu.reset_metrics()
+    with torch_tpu.eager_mode("DEFER_AND_FUSE"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.ones(16).to("tpu")
+        for _ in range(6000):
+            x = x * 0.999 + 0.001
+        value = x.cpu()
+    torch.testing.assert_close(value, torch.ones(16))
+    metrics = torch_tpu.metrics()
+    assert metrics.get("flush_size_cap", 0) == 0 and metrics.get("loops_found", 0) >= 1, metrics
+    assert not [w for w in caught if "size cap" in str(w.message)]
+
+
+def test_size_cap_is_warned_once_per_line():
+    import warnings
+    torch_tpu.reset_metrics()
+    with torch_tpu.eager_mode("DEFER_AND_FUSE"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.ones(4).to("tpu")
+        ys = []
+        rng = random.Random(0)
+        ops = [torch.sin, torch.cos, torch.tanh, torch.neg, torch.abs, torch.exp]
+        for _ in range(4200):
+            ys.append(rng.choice(ops)(x))  # a random op sequence never repeats
+        torch.tpu.synchronize()
+    assert torch_tpu.metrics().get("flush_size_cap", 0) >= 1
+    cap = [w for w in caught if "size cap" in str(w.message)]
+    assert len(cap) == 1, [str(w.message) for w in caught]

@@ -1,0 +1,77 @@
+// One thread's recording: the ops recorded since its last flush, as
+// deferred ops (a trace) or lowered into a builder, with the loop detection
+// that decides where Fused Eager cuts them into programs. Each thread that
+// records ops has its own (Engine keeps them), so two threads in Fused Eager
+// each build the program of their own loop instead of interleaving their ops
+// into one recording that never repeats.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../hlo/builder.h"
+#include "../pjrt/buffer.h"
+#include "deferred.h"
+#include "loop_detector.h"
+#include "value.h"
+
+namespace torch_tpu::engine {
+
+// An op of a recording and where it came from (null: unknown).
+struct OpSite {
+  const char* op;
+  const std::string* site;
+  std::string where() const { return site ? *site : std::string(); }
+};
+
+struct Recorder {
+  // Empty, deferred ops only, or lowered into the builder.
+  enum class State { kEmpty, kTrace, kBuilder };
+  State state = State::kEmpty;
+  std::unique_ptr<hlo::Builder> builder = std::make_unique<hlo::Builder>();
+  // Identifies the recording a pending value belongs to: unique across
+  // recorders and renewed at every flush.
+  uint64_t epoch = 0;
+  int device = 0;
+  size_t ops = 0;
+  std::vector<pjrt::BufferPtr> inputs;                        // parameter i's buffer
+  std::unordered_map<const pjrt::Buffer*, hlo::Value> bound;  // buffer → parameter
+  std::vector<std::weak_ptr<DeviceValue>> produced;           // candidates for outputs
+
+  // Deferred lowering (deferred.cc): the ops, their external inputs (each
+  // buffer once, in order of first use), the placeholders' nodes once
+  // lowered, the running key.
+  std::vector<DeferredPtr> deferred;
+  std::vector<int64_t> deferred_tags;  // the op index of each deferred op
+  std::vector<pjrt::BufferPtr> externals;
+  std::vector<hlo::TensorType> external_types;
+  // Host scalars are externals of their own at every use, equal values too
+  // (values must never decide the program); their parameter, once bound.
+  std::vector<bool> external_scalar;
+  std::vector<hlo::Value> external_nodes;
+  // Parameter i's external index (-1: bound outside the trace).
+  std::vector<int64_t> input_externals;
+  // Whether parameter i is a host scalar: never donated (its buffer is shared
+  // by the scalar cache, and when the cache starts over a donation bit would
+  // otherwise flip and make another program).
+  std::vector<bool> input_scalar;
+  std::unordered_map<const pjrt::Buffer*, uint32_t> external_index;
+  std::vector<hlo::Value> trace_nodes;
+  uint64_t trace_key = 0;
+
+  // The recording's ops and where they came from, for messages.
+  std::vector<OpSite> op_sites;
+  // The site of the last op recorded (a new one starts a run of code, see
+  // Engine::run_).
+  const std::string* last_site = nullptr;
+  // Where Fused Eager cuts this thread's loop into programs.
+  LoopDetector loop;
+  // The thread that recorded into it has ended: flushed and dropped by the
+  // next recording thread.
+  bool orphaned = false;
+};
+
+}  // namespace torch_tpu::engine
