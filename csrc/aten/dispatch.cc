@@ -48,7 +48,7 @@ class Bind final : public ArgReader {
  public:
   explicit Bind(engine::Engine& e) : e_(e) {}
   hlo::Value tensor(const at::Tensor& t) override { return read(e_, t); }
-  hlo::Value scalar(hlo::ElementType dtype, uint64_t bits) override {
+  hlo::Value scalar(hlo::ElementType dtype, const engine::ScalarBits& bits) override {
     return e_.scalar(dtype, bits);
   }
 

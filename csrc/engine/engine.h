@@ -36,6 +36,14 @@ struct Config {
   std::string cache_dir;          // empty: no disk cache
 };
 
+// A host scalar's bytes as the device holds them (little-endian): up to 16,
+// for complex128; a narrower scalar sits in the low bytes of words[0].
+struct ScalarBits {
+  uint64_t words[2] = {0, 0};
+  ScalarBits() = default;
+  ScalarBits(uint64_t low) : words{low, 0} {}  // NOLINT: implicit, any scalar up to 64 bits
+};
+
 // An op of a recording and where it came from (null: unknown).
 struct OpSite {
   const char* op;
@@ -92,7 +100,7 @@ class Engine {
   hlo::Value use(const ValuePtr& v);
   // A 0-d program input holding `bits` (a host scalar): values never enter
   // the program text, so a new value never recompiles.
-  hlo::Value scalar(hlo::ElementType dtype, uint64_t bits);
+  hlo::Value scalar(hlo::ElementType dtype, const ScalarBits& bits);
   // A new pending value computed by `node`.
   ValuePtr produce(hlo::Value node);
   // `next` (pending) replaces `old` in its holder, a storage written in
@@ -147,7 +155,7 @@ class Engine {
   TraceRef trace_ref(const ValuePtr& v);
   // The device buffer of a host scalar (one per distinct dtype, bits and
   // device, reused) and a reference to it as an external input.
-  pjrt::BufferPtr scalar_buffer(hlo::ElementType dtype, uint64_t bits);
+  pjrt::BufferPtr scalar_buffer(hlo::ElementType dtype, const ScalarBits& bits);
   TraceRef trace_buffer(const pjrt::BufferPtr& buffer, hlo::ElementType dtype);
   // A pending value the op being deferred produces, and its trace index.
   ValuePtr placeholder(const hlo::TensorType& type, uint32_t* index);
@@ -266,7 +274,7 @@ class Engine {
                          int64_t external = -1);
 
   // Scalars: one device buffer per distinct (dtype, bits, device), reused.
-  std::map<std::tuple<int, uint64_t, int>, pjrt::BufferPtr> scalar_buffers_;
+  std::map<std::tuple<int, uint64_t, uint64_t, int>, pjrt::BufferPtr> scalar_buffers_;
 
   // Loop detection for Fused Eager: the op sequence of the last flushed
   // program; a recording that repeats it exactly is flushed at the same

@@ -12,11 +12,6 @@ import bad_input_cases as cases
 
 # Mismatches not fixed yet, one reason per line.
 KNOWN = {
-    # Integer division by zero held on the device: the check needs the data.
-    "dtypes:int_floor_divide_zero": "integer division by a zero on the device is not checked",
-    "dtypes:int_div_trunc_zero": "integer division by a zero on the device is not checked",
-    "dtypes:int_fmod_zero": "integer division by a zero on the device is not checked",
-    "dtypes:int_mul_complex_scalar": "int tensor times a complex Python number loses the imaginary part",
     # Overlaps CPU cannot classify (not dense): its result depends on its loop order.
     "overlap:column_mul_": "CPU's result depends on its loop order; tpu reads before writing",
     "overlap:masked_scatter__self": "CPU's result depends on its loop order; tpu reads before writing",
