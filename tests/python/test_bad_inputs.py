@@ -17,10 +17,6 @@ KNOWN = {
     "overlap:masked_scatter__self": "CPU's result depends on its loop order; tpu reads before writing",
     "overlap:unfold_add_": "CPU adds once per aliasing position; tpu writes each element once",
     "overlap:mm_out_is_input": "CPU's mm reads the out= it is writing (zeros); tpu returns the product",
-    # index_put_ writes the whole view back through copy_, which refuses expanded views.
-    "views:expanded_index_put_": "index_put_ into an expanded view: whole-view write-back is refused",
-    "views:expanded_index_put__accumulate": "index_put_ into an expanded view: whole-view write-back is refused",
-    "views:expanded_setitem": "index_put_ into an expanded view: whole-view write-back is refused",
 }
 
 
