@@ -8,6 +8,7 @@
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
 
+#include "../engine/engine.h"
 #include "../lowering/registry.h"
 
 namespace torch_tpu::aten {
@@ -31,7 +32,7 @@ class ArgReader {
  public:
   virtual ~ArgReader() = default;
   virtual hlo::Value tensor(const at::Tensor& t) = 0;  // a tpu tensor
-  virtual hlo::Value scalar(hlo::ElementType dtype, uint64_t bits) = 0;
+  virtual hlo::Value scalar(hlo::ElementType dtype, const engine::ScalarBits& bits) = 0;
   virtual void none() {}
 };
 

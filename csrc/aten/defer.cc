@@ -93,7 +93,7 @@ class Capture final : public ArgReader {
     slots.push_back(std::move(s));
     return {};
   }
-  hlo::Value scalar(hlo::ElementType dtype, uint64_t bits) override {
+  hlo::Value scalar(hlo::ElementType dtype, const engine::ScalarBits& bits) override {
     Slot s;
     s.kind = Slot::kScalar;
     s.read.dtype = dtype;

@@ -48,7 +48,7 @@ class Bind final : public ArgReader {
  public:
   explicit Bind(engine::Engine& e) : e_(e) {}
   hlo::Value tensor(const at::Tensor& t) override { return read(e_, t); }
-  hlo::Value scalar(hlo::ElementType dtype, uint64_t bits) override {
+  hlo::Value scalar(hlo::ElementType dtype, const engine::ScalarBits& bits) override {
     return e_.scalar(dtype, bits);
   }
 
@@ -405,7 +405,11 @@ void register_lowered_ops(torch::Library& m) {
       std::string overload = dot == std::string::npos ? "" : candidate.substr(dot + 1);
       auto fh = dispatcher.findSchema({base, overload});
       if (!fh) continue;
-      if (inplace && overload != opname.overload_name) continue;
+      // The in-place overload carries the functional's name, except where
+      // PyTorch calls it `Tensor` for an unnamed functional (floor_divide_).
+      if (inplace && overload != opname.overload_name &&
+          !(overload.empty() && opname.overload_name == "Tensor"))
+        continue;
       if (!same_arguments(fh->schema(), schema, inputs)) continue;
       add_plan(*handle, candidate, inplace ? fh : std::nullopt);
       break;

@@ -5,6 +5,7 @@
 // (`_unsafe_index`, `_unsafe_index_put`). None of these names may also be a
 // lowering in the registry, or the generic registration would claim it too.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -70,12 +71,33 @@ at::Tensor& index_out(const at::Tensor& self, const IndexList& indices, at::Tens
   return out;
 }
 
+// index_put_ into a view whose elements share storage (an expanded view):
+// the indexed elements' storage positions, read through a view of
+// positions 0, 1, ... with self's strides, index a flat view of the storage
+// self spans. Each indexed element writes (or adds to) its storage element,
+// as on CPU, where duplicates accumulate.
+void index_put_overlapping(at::Tensor& self, const IndexList& indices, const at::Tensor& values,
+                           bool accumulate) {
+  int64_t span = 1;
+  for (int64_t d = 0; d < self.dim(); ++d) span += (self.size(d) - 1) * self.stride(d);
+  at::Tensor positions = at::arange(span, self.options().dtype(at::kLong))
+                             .as_strided(self.sizes(), self.strides(), 0);
+  IndexList at_positions;
+  at_positions.push_back(at::_unsafe_index(positions, indices));
+  at::Tensor flat = self.as_strided({span}, {1}, self.storage_offset());
+  flat.index_put_(at_positions, values, accumulate);
+}
+
 // The functional `_unsafe_index_put` lowering computes the result; it is
 // written back into self (a view of a larger storage updates that storage).
 at::Tensor& index_put_impl_(at::Tensor& self, const IndexList& indices, const at::Tensor& values,
                             bool accumulate, bool unsafe) {
   at::Tensor v = values.dim() == 0 ? values : on_device(values, self);
-  self.copy_(at::_unsafe_index_put(self, device_indices(self, indices), v, accumulate));
+  IndexList on_self = device_indices(self, indices);
+  if (self.numel() > 0 && at::has_internal_overlap(self) == at::MemOverlap::Yes)
+    index_put_overlapping(self, on_self, v, accumulate);
+  else
+    self.copy_(at::_unsafe_index_put(self, on_self, v, accumulate));
   return self;
 }
 

@@ -178,26 +178,28 @@ hlo::ElementType scalar_dtype(const c10::Scalar& s, bool wide) {
   return wide ? ElementType::kF64 : ElementType::kF32;
 }
 
-uint64_t scalar_bits(const c10::Scalar& s, hlo::ElementType dtype) {
-  uint64_t bits = 0;
+engine::ScalarBits scalar_bits(const c10::Scalar& s, hlo::ElementType dtype) {
+  engine::ScalarBits bits;
   switch (dtype) {
-    case ElementType::kPred: bits = s.toBool() ? 1 : 0; break;
+    case ElementType::kPred: bits.words[0] = s.toBool() ? 1 : 0; break;
     case ElementType::kF32: {
       float f = s.toFloat();
-      std::memcpy(&bits, &f, 4);
+      std::memcpy(bits.words, &f, 4);
       break;
     }
     case ElementType::kF64: {
       double d = s.toDouble();
-      std::memcpy(&bits, &d, 8);
+      std::memcpy(bits.words, &d, 8);
       break;
     }
-    case ElementType::kI64: bits = static_cast<uint64_t>(s.toLong()); break;
+    case ElementType::kI64: bits.words[0] = static_cast<uint64_t>(s.toLong()); break;
     default: {
-      // Other types go through a typed host tensor so rounding matches CPU.
+      // Other types (complex ones whole: real, then imaginary part) go
+      // through a typed host tensor so rounding matches CPU.
       at::Tensor h = at::empty({}, at::TensorOptions().dtype(to_torch(dtype)));
       h.fill_(s);
-      std::memcpy(&bits, h.data_ptr(), h.element_size());
+      static_assert(sizeof(bits.words) == sizeof(c10::complex<double>));
+      std::memcpy(bits.words, h.data_ptr(), h.element_size());
       break;
     }
   }

@@ -19,7 +19,7 @@ hlo::Value read(engine::Engine& e, const at::Tensor& t);
 void write(engine::Engine& e, const at::Tensor& t, hlo::Value v);
 // A 0-d program input for a host number, in `dtype`; its bits in `dtype`.
 hlo::Value host_scalar(engine::Engine& e, const c10::Scalar& s, hlo::ElementType dtype);
-uint64_t scalar_bits(const c10::Scalar& s, hlo::ElementType dtype);
+engine::ScalarBits scalar_bits(const c10::Scalar& s, hlo::ElementType dtype);
 
 // Deferred lowering (engine/deferred.h): a read captured when the op is
 // recorded — the storage's value as a trace reference, the view — and

@@ -350,18 +350,18 @@ hlo::Value Engine::bind_scalar(const pjrt::BufferPtr& buffer, const hlo::TensorT
   return p;
 }
 
-pjrt::BufferPtr Engine::scalar_buffer(hlo::ElementType dtype, uint64_t bits) {
-  auto key = std::make_tuple(static_cast<int>(dtype), bits, r_->device);
+pjrt::BufferPtr Engine::scalar_buffer(hlo::ElementType dtype, const ScalarBits& bits) {
+  auto key = std::make_tuple(static_cast<int>(dtype), bits.words[0], bits.words[1], r_->device);
   auto it = scalar_buffers_.find(key);
   if (it != scalar_buffers_.end()) return it->second;
-  pjrt::BufferPtr buffer = client_->buffer_from_host(&bits, buffer_type(dtype), {}, r_->device);
+  pjrt::BufferPtr buffer = client_->buffer_from_host(bits.words, buffer_type(dtype), {}, r_->device);
   if (scalar_buffers_.size() > 4096) scalar_buffers_.clear();
   scalar_buffers_.emplace(key, buffer);
   metrics_.count("scalar_uploads");
   return buffer;
 }
 
-hlo::Value Engine::scalar(hlo::ElementType dtype, uint64_t bits) {
+hlo::Value Engine::scalar(hlo::ElementType dtype, const ScalarBits& bits) {
   if (r_->state != Recorder::State::kBuilder) to_builder();
   return bind_scalar(scalar_buffer(dtype, bits), hlo::TensorType{dtype, {}});
 }

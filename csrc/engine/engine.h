@@ -38,6 +38,14 @@ struct Config {
   std::string cache_dir;          // empty: no disk cache
 };
 
+// A host scalar's bytes as the device holds them (little-endian): up to 16,
+// for complex128; a narrower scalar sits in the low bytes of words[0].
+struct ScalarBits {
+  uint64_t words[2] = {0, 0};
+  ScalarBits() = default;
+  ScalarBits(uint64_t low) : words{low, 0} {}  // NOLINT: implicit, any scalar up to 64 bits
+};
+
 // A run-time check of a launched program failed (an index out of range):
 // reported at the next host read or synchronize, naming the op and its line.
 struct CheckFailed : pjrt::Error {
@@ -89,7 +97,7 @@ class Engine {
   hlo::Value use(const ValuePtr& v);
   // A 0-d program input holding `bits` (a host scalar): values never enter
   // the program text, so a new value never recompiles.
-  hlo::Value scalar(hlo::ElementType dtype, uint64_t bits);
+  hlo::Value scalar(hlo::ElementType dtype, const ScalarBits& bits);
   // A new pending value computed by `node`.
   ValuePtr produce(hlo::Value node);
   // `next` (pending) replaces `old` in its holder, a storage written in
@@ -145,7 +153,7 @@ class Engine {
   TraceRef trace_ref(const ValuePtr& v);
   // The device buffer of a host scalar (one per distinct dtype, bits and
   // device, reused) and a reference to it as an external input.
-  pjrt::BufferPtr scalar_buffer(hlo::ElementType dtype, uint64_t bits);
+  pjrt::BufferPtr scalar_buffer(hlo::ElementType dtype, const ScalarBits& bits);
   TraceRef trace_buffer(const pjrt::BufferPtr& buffer, hlo::ElementType dtype);
   // A pending value the op being deferred produces, and its trace index.
   ValuePtr placeholder(const hlo::TensorType& type, uint32_t* index);
@@ -264,7 +272,7 @@ class Engine {
                          int64_t external = -1);
 
   // Scalars: one device buffer per distinct (dtype, bits, device), reused.
-  std::map<std::tuple<int, uint64_t, int>, pjrt::BufferPtr> scalar_buffers_;
+  std::map<std::tuple<int, uint64_t, uint64_t, int>, pjrt::BufferPtr> scalar_buffers_;
 
   // Compiles per call site and first op: how many programs, on how many
   // runs of that code, and the last program signature compiled there.

@@ -106,10 +106,33 @@ Value py_remainder(Builder& b, Value x, Value y) {
   return b.select(adjust, b.add(r, y), r);
 }
 
+// CPU refuses an integer division by zero. A zero on the host is refused
+// before the op runs (aten/checks.cc); one held on the device is found as
+// the program runs: one compare and reduce over the divisor as given.
+void check_divisor(Context& c, const Value& divisor) {
+  const TensorType& t = c.out();
+  if (!c.b.checks_enabled() || hlo::is_float(t.dtype) || hlo::is_complex(t.dtype) ||
+      t.numel() == 0)
+    return;
+  Value y = c.b.convert(divisor, t.dtype);
+  check_all(c.b, c.b.compare(hlo::Compare::kNE, y, splat_like(c.b, 0, y)), "ZeroDivisionError",
+            /*index_error=*/false);
+}
+
+// binary_fn for a division: integer divisors are checked for zeros.
+LoweringFn division_fn(BinaryOp f) {
+  LoweringFn op = binary_fn(f);
+  return [op](Context& c, const Args& a) {
+    check_divisor(c, a[1].tensor);
+    return op(c, a);
+  };
+}
+
 Values div(Context& c, const Args& a) {
   const TensorType& t = c.out();
   Value x = coerce(c.b, a[0].tensor, t), y = coerce(c.b, a[1].tensor, t);
   std::string mode = a.size() > 2 && a[2].kind == Arg::kString ? a[2].s : "";
+  if (!mode.empty()) check_divisor(c, a[1].tensor);
   if (mode == "trunc") {
     Value q = c.b.div(x, y);
     if (hlo::is_float(t.dtype)) {  // round toward zero
@@ -350,15 +373,17 @@ void register_elementwise(Registry& r) {
   for (const char* op : {"aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar",
                          "aten::pow.Scalar"})
     r.add(op, pow_);
-  r.add("aten::floor_divide", binary_fn(floor_div));
-  r.add("aten::floor_divide.Scalar", binary_fn(floor_div));
+  const std::pair<const char*, BinaryOp> divisions[] = {
+      {"aten::floor_divide", floor_div}, {"aten::floor_divide.Scalar", floor_div},
+      {"aten::fmod.Tensor", fmod}, {"aten::fmod.Scalar", fmod},
+      {"aten::remainder.Tensor", remainder}, {"aten::remainder.Scalar", remainder},
+      {"aten::remainder.Scalar_Tensor", remainder},
+  };
+  for (const auto& [op, f] : divisions) r.add(op, division_fn(f));
 
   const std::pair<const char*, BinaryOp> binaries[] = {
       {"aten::maximum", nan_max}, {"aten::minimum", nan_min},
       {"aten::fmax", fmax}, {"aten::fmin", fmin},
-      {"aten::fmod.Tensor", fmod}, {"aten::fmod.Scalar", fmod},
-      {"aten::remainder.Tensor", remainder}, {"aten::remainder.Scalar", remainder},
-      {"aten::remainder.Scalar_Tensor", remainder},
       {"aten::bitwise_and.Tensor", bit_and}, {"aten::bitwise_and.Scalar", bit_and},
       {"aten::bitwise_or.Tensor", bit_or}, {"aten::bitwise_or.Scalar", bit_or},
       {"aten::bitwise_xor.Tensor", bit_xor}, {"aten::bitwise_xor.Scalar", bit_xor},

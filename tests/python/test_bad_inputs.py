@@ -12,20 +12,11 @@ import bad_input_cases as cases
 
 # Mismatches not fixed yet, one reason per line.
 KNOWN = {
-    # Integer division by zero held on the device: the check needs the data.
-    "dtypes:int_floor_divide_zero": "integer division by a zero on the device is not checked",
-    "dtypes:int_div_trunc_zero": "integer division by a zero on the device is not checked",
-    "dtypes:int_fmod_zero": "integer division by a zero on the device is not checked",
-    "dtypes:int_mul_complex_scalar": "int tensor times a complex Python number loses the imaginary part",
     # Overlaps CPU cannot classify (not dense): its result depends on its loop order.
     "overlap:column_mul_": "CPU's result depends on its loop order; tpu reads before writing",
     "overlap:masked_scatter__self": "CPU's result depends on its loop order; tpu reads before writing",
     "overlap:unfold_add_": "CPU adds once per aliasing position; tpu writes each element once",
     "overlap:mm_out_is_input": "CPU's mm reads the out= it is writing (zeros); tpu returns the product",
-    # index_put_ writes the whole view back through copy_, which refuses expanded views.
-    "views:expanded_index_put_": "index_put_ into an expanded view: whole-view write-back is refused",
-    "views:expanded_index_put__accumulate": "index_put_ into an expanded view: whole-view write-back is refused",
-    "views:expanded_setitem": "index_put_ into an expanded view: whole-view write-back is refused",
 }
 
 

@@ -1,5 +1,6 @@
-"""Out-of-range indices are checked on the device and reported as CPU reports
-them (IndexError or RuntimeError, naming the op and its line) at the latest at
+"""Out-of-range indices (and integer divisors that are zero) are checked on
+the device and reported as CPU reports them (IndexError or RuntimeError,
+naming the op and its line) at the latest at
 the next host read or synchronize, in every eager mode; the switch turns the
 checks off. The bad-input tier (test_bad_inputs.py, family "indices") covers
 each op; these tests cover the mechanism."""
@@ -74,3 +75,56 @@ def test_compiled_graphs_run_without_checks():
     w = torch.randn(5, 2)
     i = torch.tensor([0, 4])
     torch.testing.assert_close(f(w.to("tpu"), i.to("tpu")).cpu(), w[i] * 2)
+
+
+# ---- integer division by a zero on the device ------------------------------------
+
+DIVISIONS = {
+    "floor_divide": lambda x, y: torch.floor_divide(x, y),
+    "div_trunc": lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+    "div_floor": lambda x, y: torch.div(x, y, rounding_mode="floor"),
+    "fmod": lambda x, y: torch.fmod(x, y),
+    "remainder": lambda x, y: torch.remainder(x, y),
+    "remainder_scalar_self": lambda x, y: torch.remainder(7, y),
+    "floor_divide_": lambda x, y: x.clone().floor_divide_(y),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", DIVISIONS)
+def test_integer_division_by_a_zero_on_the_device_raises_as_cpu_does(name, mode):
+    f = DIVISIONS[name]
+    x, y = torch.tensor([7, -7, 5], dtype=torch.int32), torch.tensor([2, 0, -3], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        f(x, y)
+    with torch_tpu.eager_mode(mode):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError") as info:
+            f(x.to("tpu"), y.to("tpu")).cpu()
+        assert not isinstance(info.value, IndexError)
+        # Reported once; nonzero divisors divide as on CPU.
+        ok = torch.tensor([2, -1, -3], dtype=torch.int32)
+        torch.testing.assert_close(f(x.to("tpu"), ok.to("tpu")).cpu(), f(x, ok))
+
+
+@pytest.mark.parametrize("name", ["floor_divide", "div_trunc", "fmod", "remainder"])
+def test_float_division_by_zero_is_not_an_error(name):
+    x, y = torch.tensor([7.0, -7.0, 0.0]), torch.tensor([0.0, 0.0, 0.0])
+    torch.testing.assert_close(DIVISIONS[name](x.to("tpu"), y.to("tpu")).cpu(),
+                               DIVISIONS[name](x, y), equal_nan=True)
+
+
+def test_integer_division_of_nothing_by_zero_is_not_an_error():
+    x, y = torch.zeros(0, 3, dtype=torch.long), torch.zeros(3, dtype=torch.long)
+    assert (x.to("tpu") // y.to("tpu")).cpu().shape == (x // y).shape
+
+
+def test_integer_division_checks_can_be_turned_off():
+    x, y = torch.tensor([7, 8]), torch.tensor([0, 2])
+    torch_tpu.set_index_checks(False)
+    try:
+        out = (x.to("tpu") // y.to("tpu")).cpu()
+        assert out[1] == 4  # the zero's quotient is whatever the device gives
+    finally:
+        torch_tpu.set_index_checks(True)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        (x.to("tpu") // y.to("tpu")).cpu()

@@ -104,6 +104,42 @@ def test_index_put(accumulate):
         check(f, X, torch.tensor([1, 1, 1]), torch.randn(4))
 
 
+# index_put_ into an expanded view writes its source's storage, as on CPU:
+# each indexed element writes (or adds to) the element it aliases.
+EXPANDED = {
+    "rows": (lambda x: x.expand(2, 3), (torch.tensor([0, 1]), torch.tensor([1, 2]))),
+    "column": (lambda x: x.unsqueeze(1).expand(3, 4), (torch.tensor([2, 0]), torch.tensor([3, 3]))),
+    "same_element_twice": (lambda x: x.expand(2, 3), (torch.tensor([0, 1]), torch.tensor([1, 1]))),
+    "negative_and_broadcast": (lambda x: x.expand(4, 3), (torch.tensor([[-1], [0]]), torch.tensor([0, 2]))),
+    "bool_mask": (lambda x: x.expand(2, 3), (torch.tensor([True, False]),)),
+    "offset_source": (lambda x: x[1:].expand(2, 2), (torch.tensor([1]), torch.tensor([0]))),
+}
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("name", EXPANDED)
+def test_index_put_into_an_expanded_view(name, accumulate):
+    view, idx = EXPANDED[name]
+    if name == "same_element_twice" and not accumulate:
+        return  # which write wins is unspecified
+    def f(x, v, *idx):
+        x = x.clone()
+        view(x).index_put_(idx, v, accumulate=accumulate)
+        return x
+    values = torch.tensor([10.0, 20.0]) if name != "bool_mask" else torch.tensor(5.0)
+    if name in ("negative_and_broadcast", "offset_source"):
+        values = torch.tensor(4.0)
+    check(f, torch.tensor([1.0, 2.0, 3.0]), values, *idx)
+
+
+def test_setitem_into_an_expanded_view():
+    def f(x, i):
+        x = x.clone()
+        x.expand(3, 3)[i, 1] = 7.0
+        return x
+    check(f, torch.arange(3.0), torch.tensor([2]))
+
+
 def test_index_put_two_tensors_int():
     x = torch.arange(12).reshape(3, 4)
     check(lambda x, i, j, v: x.index_put((i, j), v, accumulate=True), x,

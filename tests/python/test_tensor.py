@@ -5,6 +5,8 @@ import io
 import pytest
 import torch
 
+import torch_tpu
+
 from conftest import assert_same, check
 
 TPU = torch.device("tpu:0")
@@ -266,6 +268,19 @@ PROMOTION = {
     "int_true_division": (lambda a, b: a / b, [torch.tensor([3, 7]), torch.tensor([2, 2])]),
     "f16_times_python_float": (lambda a: a * 1e-3, [torch.tensor([2.0], dtype=torch.float16)]),
     "int_compare_float": (lambda a: a < 1.5, [torch.tensor([1, 2])]),
+    # Complex Python numbers keep their imaginary part (complex64 unless a
+    # double or complex128 tensor takes part).
+    "int_times_complex_scalar": (lambda a: a * 1j, [torch.tensor([-1, 0, 3])]),
+    "int_plus_complex_scalar": (lambda a: a + (2 - 3j), [torch.tensor([1, 2], dtype=torch.int32)]),
+    "bool_times_complex_scalar": (lambda a: a * (0.5 + 1j), [torch.tensor([True, False])]),
+    "float_minus_complex_scalar": (lambda a: a - (0.1 + 0.2j), [torch.tensor([1.5, -2.0])]),
+    "double_times_complex_scalar": (lambda a: a * (0.1 + 0.2j),
+                                    [torch.tensor([1.5, -2.0], dtype=torch.float64)]),
+    "complex128_div_complex_scalar": (lambda a: a / (0.3 - 0.7j),
+                                      [torch.tensor([1 + 2j, -3j], dtype=torch.complex128)]),
+    "complex_scalar_rsub": (lambda a: (1 + 1j) - a, [torch.tensor([1.5, -2.0])]),
+    "int_times_zero_dim_complex128": (lambda a, b: a * b,
+                                      [torch.tensor([1, 2]), torch.tensor(0.1 + 0.3j, dtype=torch.complex128)]),
 }
 
 
@@ -273,6 +288,17 @@ PROMOTION = {
 def test_type_promotion(name):
     fn, args = PROMOTION[name]
     check(fn, *args)
+
+
+@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE"])
+def test_complex_python_numbers_in_every_mode(mode):
+    x = torch.tensor([1.0, -2.0, 3.0])
+    with torch_tpu.eager_mode(mode):
+        t = x.to("tpu")
+        # A fresh value each step: scalars are program inputs, never constants.
+        for s in (1j, 2 - 0.5j, 1e-3 + 1e3j):
+            assert_same(t * s + s, x * s + s)
+            assert_same(torch.full((2,), s, device="tpu"), torch.full((2,), s))
 
 
 def test_cpu_zero_dim_tensor_mixes_with_tpu():
