@@ -21,9 +21,9 @@ torch.utils.rename_privateuse1_backend("tpu")
 from . import _C  # noqa: E402  (registers kernels; needs the rename first)
 
 _C._configure(_plugin.plugin_path(), _plugin.device_count_option(), _plugin.cache_dir())
-# The runtime's warm-up thread (started with the client) must finish before
-# the plugin's static objects are destroyed at exit.
-atexit.register(_C._join_warmup)
+# The runtime's warm-up thread (started with the client) and a background
+# compile must finish before the plugin's static objects are destroyed at exit.
+atexit.register(_C._stop_background)
 
 from ._autograd_exit import drain_autograd_device_threads as _drain  # noqa: E402
 atexit.register(_drain)

@@ -80,18 +80,47 @@ pjrt::ExecutablePtr Cache::lookup(const hlo::Fingerprint& key) {
   recent_.splice(recent_.begin(), recent_, it->second.recent);
   ++stats_.hits;
   metrics_.count(Hot::kCacheHits);
+  if (it->second.quick_program) note_hit(key, it->second);
   return it->second.exe;
 }
 
-void Cache::insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe) {
+void Cache::note_hit(const hlo::Fingerprint& key, Entry& entry) {
+  if (++entry.hits != kHotUses) return;
+  background_.submit([this, key, program = entry.quick_program] { upgrade(key, program); });
+}
+
+void Cache::upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std::string>& program) {
+  auto start = std::chrono::steady_clock::now();
+  pjrt::ExecutablePtr exe;
+  try {
+    exe = compile_checked(client_, *program);
+  } catch (const pjrt::Error&) {
+    metrics_.count("tier_upgrade_failures");  // the quick executable stays
+    return;
+  }
+  metrics_.time("background_compile", std::chrono::duration<double>(
+                                          std::chrono::steady_clock::now() - start).count());
+  std::string path = path_of(*program);
+  if (!path.empty()) store(path, *program, *exe, /*counted=*/false);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end() || it->second.quick_program != program) return;  // evicted or cleared
+  it->second.exe = std::move(exe);
+  it->second.quick_program.reset();
+  metrics_.count("tier_upgrades");
+}
+
+void Cache::insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe,
+                   std::shared_ptr<const std::string> quick_program) {
   auto it = entries_.find(key);
   if (it != entries_.end()) {  // another thread compiled it meanwhile
     it->second.exe = std::move(exe);
+    it->second.quick_program = std::move(quick_program);
     recent_.splice(recent_.begin(), recent_, it->second.recent);
     return;
   }
   recent_.push_front(key);
-  entries_.emplace(key, Entry{std::move(exe), recent_.begin()});
+  entries_.emplace(key, Entry{std::move(exe), recent_.begin(), std::move(quick_program)});
   evict_to(capacity_);
   // Counted by executables added (compiled or loaded from disk).
   if ((stats_.misses + stats_.disk_hits) % kMapCheckInterval == 0 && under_map_pressure()) {
@@ -131,6 +160,13 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
   std::string path = path_of(program);
   auto load_start = std::chrono::steady_clock::now();
   pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program, /*caller=*/true);
+  // A quick executable (from disk or compiled now) keeps its program for
+  // the optimizing compile.
+  std::shared_ptr<const std::string> quick;
+  if (!exe && tiered_ && !path.empty()) {
+    exe = load(quick_path_of(program), "quick\n" + program, /*caller=*/true);
+    if (exe) quick = std::make_shared<const std::string>(program);
+  }
   if (exe) {
     metrics_.count("cache_disk_hits");
     metrics_.time("disk_load", std::chrono::duration<double>(
@@ -139,7 +175,8 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
     ++stats_.disk_hits;
   } else {
     auto start = std::chrono::steady_clock::now();
-    exe = compile_checked(client_, program);
+    exe = compile_checked(client_, program, /*quick=*/tiered_);
+    if (tiered_) quick = std::make_shared<const std::string>(program);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics_.count("compiles");
@@ -150,12 +187,21 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
       stats_.compile_seconds += seconds;
       ++stats_.misses;
     }
-    if (!path.empty()) store(path, program, *exe);
+    if (!path.empty()) {
+      if (quick)
+        store(quick_path_of(program), "quick\n" + program, *exe);
+      else
+        store(path, program, *exe);
+    }
     deliver_warnings();  // any the warm-up thread found
   }
   std::lock_guard<std::mutex> lock(mu_);
-  insert(key, exe);
+  insert(key, exe, std::move(quick));
   return exe;
+}
+
+std::string Cache::quick_path_of(const std::string& program) const {
+  return path_of("quick\n" + program);
 }
 
 std::string Cache::path_of(const std::string& program) const {

@@ -16,6 +16,15 @@
 // executables added) the tier also halves itself. An evicted program
 // is compiled again (or loaded from disk) when it comes back; an executable
 // still running or held by a caller stays alive through its shared pointer.
+//
+// Tiered compilation (set_tiered; the engine turns it on for XLA:CPU): a
+// program missing from both tiers is compiled quickly, with the backend's
+// optimizations off (pjrt::Client::compile's `quick`: about half the compile
+// time, slower code), so a first step or a first generate() waits less. Its
+// kHotUses-th hit queues an optimizing compile on a background thread, whose
+// executable replaces the quick one when it is ready; programs run once
+// never pay for it. Both are stored on disk, the quick one under its own
+// key, and a quick one loaded from disk is upgraded the same way.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +39,7 @@
 
 #include "../hlo/builder.h"
 #include "../pjrt/client.h"
+#include "background.h"
 #include "metrics.h"
 
 namespace torch_tpu::engine {
@@ -45,6 +55,8 @@ class Cache {
   // Executables kept in memory by default: far below what exhausts the
   // memory maps (see above), far above a training loop's working set.
   static constexpr size_t kDefaultCapacity = 4096;
+  // Hits after which a quickly compiled program is compiled optimized.
+  static constexpr int kHotUses = 2;
 
   // `directory` empty disables the disk cache.
   Cache(pjrt::Client& client, Metrics& metrics, std::string directory,
@@ -73,6 +85,14 @@ class Cache {
 
   static uint64_t hash(const std::string& text);  // FNV-1a 64
 
+  // Tiered compilation (see above); off by default.
+  void set_tiered(bool on) { tiered_ = on; }
+  bool tiered() const { return tiered_; }
+  // Waits for the optimizing compiles queued so far.
+  void drain_background() { background_.drain(); }
+  // Drops queued optimizing compiles and waits for the running one (exit).
+  void stop_background() { background_.stop(); }
+
  private:
   std::string path_of(const std::string& program) const;  // empty: no disk tier
   // `caller`: on the thread of a counted get (warnings go out at once).
@@ -88,13 +108,24 @@ class Cache {
   void store(const std::string& path, const std::string& program,
              const pjrt::Executable& exe, bool counted = true);
   // Both with mu_ held.
-  void insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe);
+  void insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe,
+              std::shared_ptr<const std::string> quick_program = nullptr);
   void evict_to(size_t size);
 
   struct Entry {
     pjrt::ExecutablePtr exe;
     std::list<hlo::Fingerprint>::iterator recent;  // its place in recent_
+    // A quick executable (tiered compilation): its program, kept until the
+    // optimized one replaces it, and its hits so far.
+    std::shared_ptr<const std::string> quick_program;
+    int hits = 0;
   };
+  // With mu_ held: counts a hit of a quick entry; the kHotUses-th queues its
+  // optimizing compile.
+  void note_hit(const hlo::Fingerprint& key, Entry& entry);
+  void upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std::string>& program);
+  // The disk path of a quick executable of `program`.
+  std::string quick_path_of(const std::string& program) const;
 
   pjrt::Client& client_;  // owned by the Engine, which owns this cache
   Metrics& metrics_;      // likewise
@@ -108,6 +139,8 @@ class Cache {
   std::function<void(const std::string&)> warn_;  // guarded by mu_, like the two below
   std::set<std::string> warned_;                  // paths warned about
   std::vector<std::string> pending_warnings_;
+  bool tiered_ = false;
+  Background background_;  // last: stopped before the members its jobs use go
 };
 
 }  // namespace torch_tpu::engine

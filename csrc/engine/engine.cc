@@ -130,6 +130,11 @@ Engine::Engine() {
     memory_limits_.push_back(limit);
   }
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
+  // Tiered compilation (cache.h) where compiling is slow and its options are
+  // known: XLA:CPU. TORCH_TPU_TIERED_COMPILE=0 compiles optimized at once.
+  const char* tiered = std::getenv("TORCH_TPU_TIERED_COMPILE");
+  cache_->set_tiered(client_->platform_name() == "cpu" &&
+                     !(tiered && std::strcmp(tiered, "0") == 0));
   if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
   if (const char* c = std::getenv("TORCH_TPU_INDEX_CHECKS")) checks_ = std::strcmp(c, "0") != 0;
   if (Warmup::wanted(c.plugin_path)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);

@@ -78,6 +78,12 @@ class Engine {
   void join_warmup() {
     if (warmup_) warmup_->join();
   }
+  // At exit: the warm-up and the running background compile finish, queued
+  // ones are dropped (no compile may be in the plugin when its statics go).
+  void stop_background() {
+    join_warmup();
+    cache_->stop_background();
+  }
   int device_count() const { return client_->device_count(); }
 
   // Recording (callers hold lock()).

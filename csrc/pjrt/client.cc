@@ -19,6 +19,12 @@ void put_int_field(std::string& out, int field, int64_t v) {
 
 }  // namespace
 
+void put_bytes_field(std::string& out, int field, const std::string& bytes) {
+  put_varint(out, (static_cast<uint64_t>(field) << 3) | 2u);  // wire type 2
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+
 std::string default_compile_options() {
   // ExecutableBuildOptionsProto fields: device_ordinal = 1,
   // num_replicas = 4, num_partitions = 5.
@@ -157,8 +163,29 @@ BufferPtr Client::buffer_from_host(const void* data, PJRT_Buffer_Type type,
   return buffer;
 }
 
-ExecutablePtr Client::compile(const std::string& mlir) const {
-  static const std::string options = default_compile_options();
+std::string quick_compile_options() {
+  // CompileOptionsProto.env_option_overrides = 7: map<string,
+  // OptionOverrideProto>, applied over the debug options the plugin takes
+  // from its flags (an entry is a message with key = 1, value = 2;
+  // OptionOverrideProto.bool_field = 2, int_field = 3). LLVM without its
+  // optimizations: XLA's own passes are unchanged, and so are the numerics
+  // (no fast-math either way).
+  std::string out = default_compile_options();
+  auto entry = [&](const std::string& key, int value_field, int64_t value) {
+    std::string override_value, e;
+    put_int_field(override_value, value_field, value);
+    put_bytes_field(e, 1, key);
+    put_bytes_field(e, 2, override_value);
+    put_bytes_field(out, 7, e);
+  };
+  entry("xla_backend_optimization_level", 3, 0);
+  entry("xla_llvm_disable_expensive_passes", 2, 1);
+  return out;
+}
+
+ExecutablePtr Client::compile(const std::string& mlir, bool quick) const {
+  static const std::string optimized = default_compile_options(), fast = quick_compile_options();
+  const std::string& options = quick ? fast : optimized;
   static const char kFormat[] = "mlir";
   auto program = PJRT_STRUCT(PJRT_Program);
   program.code = const_cast<char*>(mlir.data());

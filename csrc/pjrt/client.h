@@ -44,8 +44,10 @@ class Client {
   BufferPtr buffer_from_host(const void* data, PJRT_Buffer_Type type,
                              const std::vector<int64_t>& dims, int index) const;
 
-  // Compiles MLIR text (StableHLO) for one replica, one partition.
-  ExecutablePtr compile(const std::string& mlir) const;
+  // Compiles MLIR text (StableHLO) for one replica, one partition. `quick`:
+  // with the backend's (LLVM's) optimizations off — about half the compile
+  // time on XLA:CPU, slower code (tiered compilation, engine/cache.h).
+  ExecutablePtr compile(const std::string& mlir, bool quick = false) const;
   ExecutablePtr deserialize(const std::string& bytes) const;
 
  private:
@@ -59,5 +61,7 @@ class Client {
 // The serialized xla.CompileOptionsProto for one replica and one partition,
 // hand-encoded so that no protobuf library is needed.
 std::string default_compile_options();
+// The same with the backend's optimizations off (Client::compile's `quick`).
+std::string quick_compile_options();
 
 }  // namespace torch_tpu::pjrt

@@ -69,6 +69,18 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     Engine::get().join_warmup();
   });
+  m.def("_stop_background", [] {
+    if (!Engine::initialized()) return;
+    py::gil_scoped_release no_gil;
+    Engine::get().stop_background();
+  });
+  m.def("_drain_background_compiles", [] {
+    if (!Engine::initialized()) return;
+    py::gil_scoped_release no_gil;
+    Engine::get().cache().drain_background();
+  });
+  m.def("_tiered_compile", [] { return Engine::get().cache().tiered(); });
+  m.def("_set_tiered_compile", [](bool on) { Engine::get().cache().set_tiered(on); });
   m.def("_drain_autograd_device_threads", [] {
     py::gil_scoped_release no_gil;
     torch_tpu::aten::drain_autograd_device_threads();

@@ -1,0 +1,46 @@
+#include "background.h"
+
+namespace torch_tpu::engine {
+
+void Background::submit(std::function<void()> job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  jobs_.push_back(std::move(job));
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  wake_.notify_one();
+}
+
+void Background::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+}
+
+void Background::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    jobs_.clear();
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Background::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+    if (stopping_) break;
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    job();  // a job reports its own errors
+    lock.lock();
+    busy_ = false;
+    if (jobs_.empty()) idle_.notify_all();
+  }
+  busy_ = false;
+  idle_.notify_all();
+}
+
+}  // namespace torch_tpu::engine
