@@ -47,11 +47,7 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
     return exchangeDevice(device);
   }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
-    StorageState& st = state_of(storage);
-    TORCH_CHECK(newsize >= st.nbytes || !st.value,
-                "tpu: shrinking a storage that holds data is not supported");
-    st.nbytes = newsize;
-    storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+    resize_storage(storage, newsize);
   }
 };
 
