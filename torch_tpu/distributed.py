@@ -10,8 +10,12 @@ Transport: host-staged. Collectives copy tpu tensors to the host, run on a
 Gloo process group made here on the same store, rank and size (under its own
 key prefix), and copy the results back in place. `torch_tpu.metrics()`
 counts them (`collectives_host_staged`, `collective_bytes_host_staged`).
+Before each collective the ranks exchange its signature (collective, dtype,
+sizes, root, reduce op, all-to-all splits) and raise a DistBackendError
+naming every rank's call when they differ; `TORCH_TPU_DIST_CHECKS=0` skips
+that exchange.
 """
-import torch
+import os
 
 from . import _C
 
@@ -25,8 +29,11 @@ def _create_backend(opts, backend_options=None):
 
     store = dist.PrefixStore("host_staged/", opts.store)
     host = dist.ProcessGroupGloo(store, opts.group_rank, opts.group_size, opts.timeout)
+    # Ranks first agree on each collective's signature (one small host
+    # all-gather), so a mismatch raises instead of aborting inside Gloo.
+    checks = os.environ.get("TORCH_TPU_DIST_CHECKS", "1") != "0"
     return _C._tpu_dist_backend(opts.group_rank, opts.group_size, host,
-                                opts.timeout.total_seconds())
+                                opts.timeout.total_seconds(), checks)
 
 
 def register() -> bool:

@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <cstring>
+#include <sstream>
+
 #include "staging.h"
 
 namespace torch_tpu::distributed {
@@ -25,6 +28,44 @@ c10d::ReduceOp host_op(const c10d::ReduceOp& op, std::vector<at::Tensor>& host) 
   return c10d::ReduceOp(c10d::ReduceOp::SUM);
 }
 
+// The collectives, by name, as signatures carry them.
+constexpr const char* kOps[] = {
+    "broadcast", "allreduce", "allreduce_coalesced", "reduce", "allgather",
+    "all_gather_into_tensor", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
+    "all_to_all_single", "all_to_all", "barrier"};
+constexpr int64_t kNumOps = sizeof(kOps) / sizeof(kOps[0]);
+constexpr int64_t kFields = 6;  // Backend::Signature
+
+int64_t op_index(const char* op) {
+  for (int64_t i = 0; i < kNumOps; ++i)
+    if (std::strcmp(kOps[i], op) == 0) return i;
+  return -1;
+}
+
+// One rank's signature row, as the error message shows it.
+std::string describe(const int64_t* row, int64_t size) {
+  std::ostringstream s;
+  s << (row[0] >= 0 && row[0] < kNumOps ? kOps[row[0]] : "?") << " with " << row[4]
+    << " tensor(s)";
+  if (row[1] >= 0) s << " of " << c10::toString(static_cast<c10::ScalarType>(row[1]));
+  if (row[5] >= 0) s << ", " << row[5] << " elements";
+  if (row[2] >= 0) s << ", reduce op " << row[2];
+  if (row[3] >= 0) s << ", root " << row[3];
+  if (row[kFields] >= 0 || row[kFields + size] >= 0) {
+    s << ", splits in [";
+    for (int64_t i = 0; i < size; ++i) s << (i ? ", " : "") << row[kFields + i];
+    s << "] out [";
+    for (int64_t i = 0; i < size; ++i) s << (i ? ", " : "") << row[kFields + size + i];
+    s << "]";
+  }
+  return s.str();
+}
+
+std::vector<at::Tensor> joined(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<at::Tensor> out;
   for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
@@ -34,12 +75,57 @@ std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& lists) 
 }  // namespace
 
 Backend::Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
-                 std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), host_(std::move(host)), timeout_(timeout) {
+                 std::chrono::milliseconds timeout, bool check_signatures)
+    : c10d::Backend(rank, size),
+      host_(std::move(host)),
+      timeout_(timeout),
+      check_signatures_(check_signatures) {
   TORCH_CHECK_VALUE(host_, "tpu_dist: a host process group is required");
   TORCH_CHECK_VALUE(host_->getRank() == rank && host_->getSize() == size,
                     "tpu_dist: the host process group is rank ", host_->getRank(), " of ",
                     host_->getSize(), ", expected rank ", rank, " of ", size);
+}
+
+void Backend::agree(const char* op, const std::vector<at::Tensor>& ts, int64_t reduce,
+                    int64_t root, const std::vector<int64_t>& in_splits,
+                    const std::vector<int64_t>& out_splits) {
+  if (!check_signatures_ || size_ == 1) return;
+  const int64_t row = kFields + 2 * size_;
+  bool splits = !in_splits.empty() || !out_splits.empty();
+  at::Tensor mine = at::full({row}, -1, at::kLong);
+  int64_t* m = mine.data_ptr<int64_t>();
+  m[0] = op_index(op);
+  m[1] = ts.empty() ? -1 : static_cast<int64_t>(ts[0].scalar_type());
+  m[2] = reduce;
+  m[3] = root;
+  m[4] = static_cast<int64_t>(ts.size());
+  m[5] = 0;
+  for (const auto& t : ts) m[5] += t.numel();
+  if (splits) m[5] = -1;
+  for (size_t i = 0; i < in_splits.size() && i < static_cast<size_t>(size_); ++i)
+    m[kFields + i] = in_splits[i];
+  for (size_t i = 0; i < out_splits.size() && i < static_cast<size_t>(size_); ++i)
+    m[kFields + size_ + i] = out_splits[i];
+  at::Tensor all = at::empty({size_ * row}, at::kLong);
+  wait_for(op, host_->_allgather_base(all, mine, c10d::AllgatherOptions()), rank_, size_);
+  const int64_t* a = all.data_ptr<int64_t>();
+  bool same = true;
+  for (int64_t r = 1; r < size_; ++r)
+    same = same && std::equal(a, a + kFields, a + r * row);
+  // What rank j receives from rank i is what rank i sends to rank j.
+  for (int64_t i = 0; same && i < size_; ++i) {
+    for (int64_t j = 0; j < size_; ++j) {
+      int64_t sent = a[i * row + kFields + j], received = a[j * row + kFields + size_ + i];
+      if (sent >= 0 && received >= 0 && sent != received) same = false;
+    }
+  }
+  if (same) return;
+  std::ostringstream msg;
+  msg << "tpu_dist: " << op << ": the ranks called different collectives or shapes; every rank "
+      << "must make the same call (same collective, dtype and sizes). ";
+  for (int64_t r = 0; r < size_; ++r)
+    msg << (r ? "; " : "") << "rank " << r << ": " << describe(a + r * row, size_);
+  C10_THROW_ERROR(DistBackendError, msg.str());
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> Backend::getBackendOptions() {
@@ -54,6 +140,7 @@ void Backend::setTimeout(std::chrono::milliseconds timeout) {
 c10::intrusive_ptr<c10d::Work> Backend::broadcast(std::vector<at::Tensor>& tensors,
                                                   const c10d::BroadcastOptions& opts) {
   check_tpu("broadcast", tensors, "tensor");
+  agree("broadcast", tensors, -1, opts.rootRank);
   auto host = to_host(tensors);
   wait_host("broadcast", host_->broadcast(host, opts), rank_, size_, nbytes(host));
   if (rank_ != opts.rootRank) copy_back(tensors, host);
@@ -63,6 +150,7 @@ c10::intrusive_ptr<c10d::Work> Backend::broadcast(std::vector<at::Tensor>& tenso
 c10::intrusive_ptr<c10d::Work> Backend::allreduce(std::vector<at::Tensor>& tensors,
                                                   const c10d::AllreduceOptions& opts) {
   check_tpu("allreduce", tensors, "tensor");
+  agree("allreduce", tensors, opts.reduceOp.op_);
   auto host = to_host(tensors);
   c10d::AllreduceOptions o = opts;
   o.reduceOp = host_op(opts.reduceOp, host);
@@ -74,6 +162,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce(std::vector<at::Tensor>& tenso
 c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   check_tpu("allreduce_coalesced", tensors, "tensor");
+  agree("allreduce_coalesced", tensors, opts.reduceOp.op_);
   auto host = to_host(tensors);
   c10d::AllreduceCoalescedOptions o = opts;
   o.reduceOp = host_op(opts.reduceOp, host);
@@ -86,6 +175,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> Backend::reduce(std::vector<at::Tensor>& tensors,
                                                const c10d::ReduceOptions& opts) {
   check_tpu("reduce", tensors, "tensor");
+  agree("reduce", tensors, opts.reduceOp.op_, opts.rootRank);
   auto host = to_host(tensors);
   c10d::ReduceOptions o = opts;
   o.reduceOp = host_op(opts.reduceOp, host);
@@ -99,6 +189,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather(std::vector<std::vector<at::Te
                                                   const c10d::AllgatherOptions& opts) {
   check_tpu("allgather", inputs, "input");
   check_tpu("allgather", outputs, "output");
+  agree("allgather", inputs);
   auto host_in = to_host(inputs);
   auto host_out = host_like(outputs);
   wait_host("allgather", host_->allgather(host_out, host_in, opts), rank_, size_,
@@ -118,6 +209,7 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
     const c10d::AllgatherOptions& opts) {
   check_tpu("all_gather_into_tensor", inputs, "input");
   check_tpu("all_gather_into_tensor", outputs, "output");
+  agree("all_gather_into_tensor", joined(inputs, outputs));
   auto host_in = to_host(inputs);
   auto host_out = host_like(outputs);
   auto work = host_out.size() == 1
@@ -133,6 +225,7 @@ c10::intrusive_ptr<c10d::Work> Backend::gather(std::vector<std::vector<at::Tenso
                                                const c10d::GatherOptions& opts) {
   check_tpu("gather", inputs, "input");
   check_tpu("gather", outputs, "output");
+  agree("gather", inputs, -1, opts.rootRank);
   auto host_in = to_host(inputs);
   auto host_out = host_like(outputs);
   wait_host("gather", host_->gather(host_out, host_in, opts), rank_, size_, nbytes(host_in));
@@ -145,6 +238,7 @@ c10::intrusive_ptr<c10d::Work> Backend::scatter(std::vector<at::Tensor>& outputs
                                                 const c10d::ScatterOptions& opts) {
   check_tpu("scatter", inputs, "input");
   check_tpu("scatter", outputs, "output");
+  agree("scatter", outputs, -1, opts.rootRank);
   auto host_in = to_host(inputs);
   auto host_out = host_like(outputs);
   wait_host("scatter", host_->scatter(host_out, host_in, opts), rank_, size_, nbytes(host_out));
@@ -157,6 +251,7 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   check_tpu("reduce_scatter", inputs, "input");
   check_tpu("reduce_scatter", outputs, "output");
+  agree("reduce_scatter", joined(flat(inputs), outputs), opts.reduceOp.op_);
   auto host_in = to_host(inputs);
   auto host_out = host_like(outputs);
   c10d::ReduceScatterOptions o = opts;
@@ -178,6 +273,7 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter_tensor_coalesced(
     const c10d::ReduceScatterOptions& opts) {
   check_tpu("reduce_scatter_tensor", inputs, "input");
   check_tpu("reduce_scatter_tensor", outputs, "output");
+  agree("reduce_scatter_tensor", joined(inputs, outputs), opts.reduceOp.op_);
   auto host_in = to_host(inputs);
   auto host_out = host_like(outputs);
   c10d::ReduceScatterOptions o = opts;
@@ -196,6 +292,7 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(at::Tensor& output, at::Te
                                                       const c10d::AllToAllOptions& opts) {
   check_tpu("all_to_all_single", input, "input");
   check_tpu("all_to_all_single", output, "output");
+  agree("all_to_all_single", {input, output}, -1, -1, input_splits, output_splits);
   at::Tensor host_in = to_host(input);
   at::Tensor host_out = at::empty(output.sizes(), output.options().device(c10::kCPU));
   wait_host("all_to_all_single",
@@ -228,15 +325,18 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(std::vector<at::Tensor>& output
     out_splits.push_back(t.numel());
     total += t.numel();
   }
+  agree("all_to_all", joined(inputs, outputs), -1, -1, in_splits, out_splits);
   at::Tensor flat_in = at::cat(host_in);
   at::Tensor flat_out = at::empty({total}, flat_in.options());
-  wait_host("all_to_all", host_->alltoall_base(flat_out, flat_in, out_splits, in_splits, opts),
+  // Gloo takes the split vectors by reference and may move from them.
+  std::vector<int64_t> out_counts = out_splits, in_counts = in_splits;
+  wait_host("all_to_all", host_->alltoall_base(flat_out, flat_in, out_counts, in_counts, opts),
             rank_, size_, flat_in.numel() * flat_in.element_size());
   std::vector<at::Tensor> host_out;
-  int64_t at = 0;
+  int64_t start = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    host_out.push_back(flat_out.narrow(0, at, out_splits[i]).view(outputs[i].sizes()));
-    at += out_splits[i];
+    host_out.push_back(flat_out.narrow(0, start, out_splits[i]).view(outputs[i].sizes()));
+    start += out_splits[i];
   }
   copy_back(outputs, host_out);
   return finished(outputs);
@@ -267,6 +367,7 @@ c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(std::vector<at::Tensor>& t
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::barrier(const c10d::BarrierOptions& opts) {
+  agree("barrier", {});
   wait_host("barrier", host_->barrier(opts), rank_, size_, 0);
   return finished({});
 }

@@ -25,9 +25,12 @@ namespace torch_tpu::distributed {
 class Backend final : public c10d::Backend {
  public:
   // `host`: a process group over the same ranks that runs collectives on
-  // CPU tensors (Gloo). Kept for the life of this backend.
+  // CPU tensors (Gloo). Kept for the life of this backend. With
+  // `check_signatures`, every collective first exchanges what it is (see
+  // Signature) so that ranks that disagree raise instead of reaching Gloo,
+  // which aborts the process on a size mismatch.
   Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
-          std::chrono::milliseconds timeout);
+          std::chrono::milliseconds timeout, bool check_signatures = true);
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
@@ -79,8 +82,25 @@ class Backend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
+  // What all ranks of one collective must agree on.
+  struct Signature {
+    int64_t op = 0;       // index into the collective names (backend.cc)
+    int64_t dtype = -1;   // c10::ScalarType of the tensors
+    int64_t reduce = -1;  // c10d::ReduceOp::RedOpType
+    int64_t root = -1;
+    int64_t tensors = 0;  // how many tensors (inputs and outputs)
+    int64_t numel = 0;    // their elements; -1 when ranks may differ (splits)
+  };
+  // One small host all-gather of every rank's signature (and all-to-all
+  // splits); raises a DistBackendError naming the collective and each rank's
+  // view when they differ.
+  void agree(const char* op, const std::vector<at::Tensor>& ts, int64_t reduce = -1,
+             int64_t root = -1, const std::vector<int64_t>& in_splits = {},
+             const std::vector<int64_t>& out_splits = {});
+
   c10::intrusive_ptr<c10d::Backend> host_;
   std::chrono::milliseconds timeout_;
+  bool check_signatures_;
 };
 
 }  // namespace torch_tpu::distributed

@@ -80,8 +80,7 @@ int64_t nbytes(const std::vector<at::Tensor>& ts) {
   return n;
 }
 
-void wait_host(const char* op, const c10::intrusive_ptr<c10d::Work>& work, int rank, int size,
-               int64_t bytes) {
+void wait_for(const char* op, const c10::intrusive_ptr<c10d::Work>& work, int rank, int size) {
   try {
     work->wait();
   } catch (const std::exception& e) {
@@ -91,6 +90,11 @@ void wait_host(const char* op, const c10::intrusive_ptr<c10d::Work>& work, int r
                     c10::str("tpu_dist: ", op, " failed on rank ", rank, " of ", size,
                              " (host-staged through gloo): ", what));
   }
+}
+
+void wait_host(const char* op, const c10::intrusive_ptr<c10d::Work>& work, int rank, int size,
+               int64_t bytes) {
+  wait_for(op, work, rank, size);
   count_host_staged(bytes);
 }
 
@@ -126,7 +130,7 @@ class RecvWork final : public c10d::Work {
   bool isSuccess() const override { return done_; }
   bool wait(std::chrono::milliseconds timeout) override {
     if (!done_) {
-      if (timeout != c10d::kNoTimeout) host_work_->wait(timeout);
+      if (timeout != kNoTimeout) host_work_->wait(timeout);
       complete();
     }
     return true;
@@ -134,7 +138,7 @@ class RecvWork final : public c10d::Work {
   int sourceRank() const override { return host_work_->sourceRank(); }
   std::vector<at::Tensor> result() override { return device_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    wait(c10d::kNoTimeout);
+    wait(kNoTimeout);
     auto future = c10::make_intrusive<c10::ivalue::Future>(
         c10::ListType::create(c10::TensorType::get()));
     future->markCompleted(c10::IValue(device_));

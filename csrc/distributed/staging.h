@@ -30,8 +30,10 @@ void copy_back(const std::vector<std::vector<at::Tensor>>& device,
                const std::vector<std::vector<at::Tensor>>& host);
 
 // Waits for a host collective; a failure becomes a DistBackendError naming
-// `op`, this rank and the group size. Counts the collective in the engine's
-// metrics (`collectives_host_staged`, `collective_bytes_host_staged`).
+// `op`, this rank and the group size.
+void wait_for(const char* op, const c10::intrusive_ptr<c10d::Work>& work, int rank, int size);
+// wait_for, then counts the collective in the engine's metrics
+// (`collectives_host_staged`, `collective_bytes_host_staged`).
 void wait_host(const char* op, const c10::intrusive_ptr<c10d::Work>& work, int rank, int size,
                int64_t bytes);
 // Counts one host-staged collective of `bytes` in the engine's metrics.

@@ -13,11 +13,12 @@ namespace py = pybind11;
 void bind_distributed(py::module& m) {
   m.def(
       "_tpu_dist_backend",
-      [](int rank, int size, c10::intrusive_ptr<c10d::Backend> host, double timeout_s)
-          -> c10::intrusive_ptr<c10d::Backend> {
+      [](int rank, int size, c10::intrusive_ptr<c10d::Backend> host, double timeout_s,
+         bool check_signatures) -> c10::intrusive_ptr<c10d::Backend> {
         auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-        return c10::make_intrusive<torch_tpu::distributed::Backend>(rank, size, std::move(host),
-                                                                     timeout);
+        return c10::make_intrusive<torch_tpu::distributed::Backend>(
+            rank, size, std::move(host), timeout, check_signatures);
       },
-      py::arg("rank"), py::arg("size"), py::arg("host"), py::arg("timeout_s"));
+      py::arg("rank"), py::arg("size"), py::arg("host"), py::arg("timeout_s"),
+      py::arg("check_signatures") = true);
 }

@@ -171,8 +171,13 @@ def collective_checks(rank, world, cpu_group):
     def _():
         def run(t, g):
             dist.all_to_all(t[world:], t[:world], group=g)
-        same(lambda: [data((j + 1, 2), rank, seed=j) for j in range(world)]
-             + [torch.zeros(rank + 1, 2) for _ in range(world)], run)
+        # Gloo's list all_to_all needs equal shapes; tpu_dist's takes any.
+        same(lambda: [data((3, 2), rank, seed=j) for j in range(world)]
+             + [torch.zeros(3, 2) for _ in range(world)], run)
+        ins = [torch.full((j + 1,), 10.0 * rank + j).to("tpu") for j in range(world)]
+        outs = [torch.zeros(rank + 1).to("tpu") for _ in range(world)]
+        dist.all_to_all(outs, ins)
+        compare(outs, [torch.full((rank + 1,), 10.0 * i + rank) for i in range(world)])
 
     @check("gather")
     def _():
@@ -249,7 +254,7 @@ def run_init(mode, rank, world, init_file):
             t = torch.full((3,), rank + 1.0).to("tpu")
             dist.all_reduce(t)
             compare(t, torch.full((3,), sum(range(1, world + 1)) * 1.0))
-            if backend in (None, "cpu:gloo,tpu:tpu_dist"):
+            if backend == "cpu:gloo,tpu:tpu_dist":
                 c = torch.full((2,), rank + 1.0)
                 dist.all_reduce(c)  # the CPU tensor takes gloo
                 torch.testing.assert_close(c, torch.full((2,), sum(range(1, world + 1)) * 1.0))
@@ -288,14 +293,19 @@ def run_errors(mode, rank, world, init_file):
     t = torch.ones(2).to("tpu")
     dist.all_reduce(t)
     results["after_errors"] = "ok" if t.cpu().tolist() == [world] * 2 else str(t)
-    # Last: shapes that differ across ranks must fail, not hang.
+    # Shapes that differ across ranks must fail, not hang or abort.
     try:
         dist.all_reduce(torch.ones(4 + rank * 1000).to("tpu"))
         results["mismatched_shapes"] = "no error"
     except Exception as e:
         msg = str(e)
-        results["mismatched_shapes"] = ("ok" if "tpu_dist: allreduce failed" in msg
-                                        else f"unclear error: {type(e).__name__}: {msg}")
+        clear = ("tpu_dist: allreduce" in msg and "rank 0" in msg and "rank 1" in msg
+                 and "1004 elements" in msg and isinstance(e, dist.DistBackendError))
+        results["mismatched_shapes"] = "ok" if clear else f"unclear error: {type(e).__name__}: {msg}"
+    # The group keeps working after a rejected call.
+    t = torch.ones(2).to("tpu")
+    dist.all_reduce(t)
+    results["after_mismatch"] = "ok" if t.cpu().tolist() == [world] * 2 else str(t)
     return results
 
 

@@ -86,7 +86,8 @@ def test_init_process_group_variants(tmp_path):
 
 def test_errors_are_clear_and_do_not_hang(tmp_path):
     for rank, results in enumerate(run_ranks("errors", tmp_path, timeout=90)):
-        for key in ("cpu_tensor", "cpu_output", "after_errors", "mismatched_shapes"):
+        for key in ("cpu_tensor", "cpu_output", "after_errors", "mismatched_shapes",
+                    "after_mismatch"):
             assert results.get(key) == "ok", f"rank {rank} {key}: {results.get(key)}"
 
 
