@@ -91,7 +91,7 @@ def test_errors_are_clear_and_do_not_hang(tmp_path):
             assert results.get(key) == "ok", f"rank {rank} {key}: {results.get(key)}"
 
 
-@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE"])
+@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE", "DEFER_NEVER+bucket_view"])
 def test_ddp_matches_single_process(tmp_path, mode):
     results = run_ranks("ddp", tmp_path, mode=mode)
     for rank, r in enumerate(results):
