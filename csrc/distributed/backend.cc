@@ -66,12 +66,6 @@ std::vector<at::Tensor> joined(std::vector<at::Tensor> a, const std::vector<at::
   return a;
 }
 
-std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& lists) {
-  std::vector<at::Tensor> out;
-  for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
-  return out;
-}
-
 }  // namespace
 
 Backend::Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
@@ -184,18 +178,27 @@ c10::intrusive_ptr<c10d::Work> Backend::reduce(std::vector<at::Tensor>& tensors,
   return finished(tensors);
 }
 
+template <class In, class Out, class Launch>
+c10::intrusive_ptr<c10d::Work> Backend::staged(const char* op, In& inputs, Out& outputs,
+                                               const std::vector<at::Tensor>& signature,
+                                               int64_t reduce, int64_t root, Launch launch) {
+  check_tpu(op, inputs, "input");
+  check_tpu(op, outputs, "output");
+  agree(op, signature, reduce, root);
+  auto host_in = to_host(inputs);
+  auto host_out = host_like(outputs);
+  int64_t bytes = nbytes(flat(host_in));
+  wait_host(op, launch(host_in, host_out), rank_, size_, bytes);
+  copy_back(outputs, host_out);
+  return finished(flat(outputs));
+}
+
 c10::intrusive_ptr<c10d::Work> Backend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                   std::vector<at::Tensor>& inputs,
                                                   const c10d::AllgatherOptions& opts) {
-  check_tpu("allgather", inputs, "input");
-  check_tpu("allgather", outputs, "output");
-  agree("allgather", inputs);
-  auto host_in = to_host(inputs);
-  auto host_out = host_like(outputs);
-  wait_host("allgather", host_->allgather(host_out, host_in, opts), rank_, size_,
-            nbytes(flat(host_out)));
-  copy_back(outputs, host_out);
-  return finished(flat(outputs));
+  return staged("allgather", inputs, outputs, inputs, -1, -1, [&](auto& in, auto& out) {
+    return host_->allgather(out, in, opts);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -207,59 +210,36 @@ c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::
 c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  check_tpu("all_gather_into_tensor", inputs, "input");
-  check_tpu("all_gather_into_tensor", outputs, "output");
-  agree("all_gather_into_tensor", joined(inputs, outputs));
-  auto host_in = to_host(inputs);
-  auto host_out = host_like(outputs);
-  auto work = host_out.size() == 1
-                  ? host_->_allgather_base(host_out[0], host_in[0], opts)
-                  : host_->allgather_into_tensor_coalesced(host_out, host_in, opts);
-  wait_host("all_gather_into_tensor", work, rank_, size_, nbytes(host_out));
-  copy_back(outputs, host_out);
-  return finished(outputs);
+  return staged("all_gather_into_tensor", inputs, outputs, joined(inputs, outputs), -1, -1,
+                [&](auto& in, auto& out) {
+                  return out.size() == 1 ? host_->_allgather_base(out[0], in[0], opts)
+                                         : host_->allgather_into_tensor_coalesced(out, in, opts);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                std::vector<at::Tensor>& inputs,
                                                const c10d::GatherOptions& opts) {
-  check_tpu("gather", inputs, "input");
-  check_tpu("gather", outputs, "output");
-  agree("gather", inputs, -1, opts.rootRank);
-  auto host_in = to_host(inputs);
-  auto host_out = host_like(outputs);
-  wait_host("gather", host_->gather(host_out, host_in, opts), rank_, size_, nbytes(host_in));
-  copy_back(outputs, host_out);
-  return finished(flat(outputs));
+  return staged("gather", inputs, outputs, inputs, -1, opts.rootRank,
+                [&](auto& in, auto& out) { return host_->gather(out, in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ScatterOptions& opts) {
-  check_tpu("scatter", inputs, "input");
-  check_tpu("scatter", outputs, "output");
-  agree("scatter", outputs, -1, opts.rootRank);
-  auto host_in = to_host(inputs);
-  auto host_out = host_like(outputs);
-  wait_host("scatter", host_->scatter(host_out, host_in, opts), rank_, size_, nbytes(host_out));
-  copy_back(outputs, host_out);
-  return finished(outputs);
+  return staged("scatter", inputs, outputs, outputs, -1, opts.rootRank,
+                [&](auto& in, auto& out) { return host_->scatter(out, in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  check_tpu("reduce_scatter", inputs, "input");
-  check_tpu("reduce_scatter", outputs, "output");
-  agree("reduce_scatter", joined(flat(inputs), outputs), opts.reduceOp.op_);
-  auto host_in = to_host(inputs);
-  auto host_out = host_like(outputs);
-  c10d::ReduceScatterOptions o = opts;
-  for (auto& list : host_in) o.reduceOp = host_op(opts.reduceOp, list);
-  wait_host("reduce_scatter", host_->reduce_scatter(host_out, host_in, o), rank_, size_,
-            nbytes(flat(host_in)));
-  copy_back(outputs, host_out);
-  return finished(outputs);
+  return staged("reduce_scatter", inputs, outputs, joined(flat(inputs), outputs),
+                opts.reduceOp.op_, -1, [&](auto& in, auto& out) {
+                  c10d::ReduceScatterOptions o = opts;
+                  for (auto& list : in) o.reduceOp = host_op(opts.reduceOp, list);
+                  return host_->reduce_scatter(out, in, o);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
@@ -271,19 +251,13 @@ c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  check_tpu("reduce_scatter_tensor", inputs, "input");
-  check_tpu("reduce_scatter_tensor", outputs, "output");
-  agree("reduce_scatter_tensor", joined(inputs, outputs), opts.reduceOp.op_);
-  auto host_in = to_host(inputs);
-  auto host_out = host_like(outputs);
-  c10d::ReduceScatterOptions o = opts;
-  o.reduceOp = host_op(opts.reduceOp, host_in);
-  auto work = host_out.size() == 1
-                  ? host_->_reduce_scatter_base(host_out[0], host_in[0], o)
-                  : host_->reduce_scatter_tensor_coalesced(host_out, host_in, o);
-  wait_host("reduce_scatter_tensor", work, rank_, size_, nbytes(host_in));
-  copy_back(outputs, host_out);
-  return finished(outputs);
+  return staged("reduce_scatter_tensor", inputs, outputs, joined(inputs, outputs),
+                opts.reduceOp.op_, -1, [&](auto& in, auto& out) {
+                  c10d::ReduceScatterOptions o = opts;
+                  o.reduceOp = host_op(opts.reduceOp, in);
+                  return out.size() == 1 ? host_->_reduce_scatter_base(out[0], in[0], o)
+                                         : host_->reduce_scatter_tensor_coalesced(out, in, o);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(at::Tensor& output, at::Tensor& input,

@@ -98,6 +98,15 @@ class Backend final : public c10d::Backend {
              int64_t root = -1, const std::vector<int64_t>& in_splits = {},
              const std::vector<int64_t>& out_splits = {});
 
+  // The path of every collective with inputs and separate outputs: check
+  // the tensors, agree on `signature` (with `reduce`, `root`), copy the
+  // inputs to the host, run `launch(host_inputs, host_outputs)` (a host
+  // Work), wait, copy the outputs back. Defined in backend.cc.
+  template <class In, class Out, class Launch>
+  c10::intrusive_ptr<c10d::Work> staged(const char* op, In& inputs, Out& outputs,
+                                        const std::vector<at::Tensor>& signature, int64_t reduce,
+                                        int64_t root, Launch launch);
+
   c10::intrusive_ptr<c10d::Backend> host_;
   std::chrono::milliseconds timeout_;
   bool check_signatures_;

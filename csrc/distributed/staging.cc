@@ -44,11 +44,21 @@ std::vector<at::Tensor> to_host(const std::vector<at::Tensor>& ts) {
   return out;
 }
 
-std::vector<std::vector<at::Tensor>> to_host(const std::vector<std::vector<at::Tensor>>& ts) {
+namespace {
+
+template <class F>
+std::vector<std::vector<at::Tensor>> each_list(const std::vector<std::vector<at::Tensor>>& ts,
+                                               F f) {
   std::vector<std::vector<at::Tensor>> out;
   out.reserve(ts.size());
-  for (const auto& list : ts) out.push_back(to_host(list));
+  for (const auto& list : ts) out.push_back(f(list));
   return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<at::Tensor>> to_host(const std::vector<std::vector<at::Tensor>>& ts) {
+  return each_list(ts, [](const auto& list) { return to_host(list); });
 }
 
 std::vector<at::Tensor> host_like(const std::vector<at::Tensor>& ts) {
@@ -59,9 +69,12 @@ std::vector<at::Tensor> host_like(const std::vector<at::Tensor>& ts) {
 }
 
 std::vector<std::vector<at::Tensor>> host_like(const std::vector<std::vector<at::Tensor>>& ts) {
-  std::vector<std::vector<at::Tensor>> out;
-  out.reserve(ts.size());
-  for (const auto& list : ts) out.push_back(host_like(list));
+  return each_list(ts, [](const auto& list) { return host_like(list); });
+}
+
+std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
   return out;
 }
 

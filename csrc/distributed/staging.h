@@ -24,6 +24,10 @@ std::vector<std::vector<at::Tensor>> to_host(const std::vector<std::vector<at::T
 std::vector<at::Tensor> host_like(const std::vector<at::Tensor>& ts);
 std::vector<std::vector<at::Tensor>> host_like(const std::vector<std::vector<at::Tensor>>& ts);
 
+// The tensors of a list of lists, in order (a plain list as it is).
+std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& lists);
+inline const std::vector<at::Tensor>& flat(const std::vector<at::Tensor>& list) { return list; }
+
 // Writes each host result into its tpu tensor (any view; aliases see it).
 void copy_back(const std::vector<at::Tensor>& device, const std::vector<at::Tensor>& host);
 void copy_back(const std::vector<std::vector<at::Tensor>>& device,

@@ -247,13 +247,19 @@ def run_collectives(mode, rank, world, init_file):
 
 def run_init(mode, rank, world, init_file):
     results = {}
-    for i, backend in enumerate(["tpu_dist", "tpu", None, "cpu:gloo,tpu:tpu_dist"]):
-        key = f"init_{backend or 'default'}"
+    variants = [("tpu_dist", {}), ("tpu", {}), (None, {}), ("cpu:gloo,tpu:tpu_dist", {}),
+                ("tpu_dist", {"device_id": torch.device("tpu", 0)})]
+    for i, (backend, kwargs) in enumerate(variants):
+        key = f"init_{backend or 'default'}" + ("_device_id" if kwargs else "")
         try:
-            init(backend, f"{init_file}.{i}", rank, world)
+            init(backend, f"{init_file}.{i}", rank, world, **kwargs)
             t = torch.full((3,), rank + 1.0).to("tpu")
             dist.all_reduce(t)
             compare(t, torch.full((3,), sum(range(1, world + 1)) * 1.0))
+            if kwargs:  # a group made after binding the device
+                t = torch.full((3,), rank + 1.0).to("tpu")
+                dist.all_reduce(t, group=dist.new_group(list(range(world))))
+                compare(t, torch.full((3,), sum(range(1, world + 1)) * 1.0))
             if backend == "cpu:gloo,tpu:tpu_dist":
                 c = torch.full((2,), rank + 1.0)
                 dist.all_reduce(c)  # the CPU tensor takes gloo
