@@ -80,8 +80,9 @@ def collective_checks(rank, world, cpu_group):
 
     @check("all_reduce_premul_sum")
     def _():
-        for factor in (0.25, torch.tensor(3.0)):
-            x = data((6,), rank)
+        for dtype, factor in ((torch.float32, 0.25), (torch.float32, torch.tensor(3.0)),
+                              (torch.bfloat16, 0.25)):
+            x = data((6,), rank, dtype)
             expected = x * 0.25 if isinstance(factor, float) else x * 3.0
             dist.all_reduce(expected, group=cpu_group)
             f = factor if isinstance(factor, float) else factor.to("tpu")
@@ -231,6 +232,7 @@ def collective_checks(rank, world, cpu_group):
 
 
 def run_collectives(mode, rank, world, init_file):
+    torch_tpu.set_eager_mode(mode)
     init("tpu_dist", init_file, rank, world)
     cpu_group = dist.new_group(backend="gloo")
     results = {}
@@ -315,6 +317,21 @@ def run_errors(mode, rank, world, init_file):
     return results
 
 
+def run_early_exit(mode, rank, world, init_file):
+    """The last rank leaves after one collective; the others' next one fails
+    with an error naming it (the peer closed, or the 5 s timeout)."""
+    init("tpu_dist", init_file, rank, world, timeout=datetime.timedelta(seconds=5))
+    t = torch.ones(2).to("tpu")
+    dist.all_reduce(t)
+    if rank == world - 1:
+        return {"early_exit": "ok"}  # main() writes this and the process ends
+    try:
+        dist.all_reduce(t)
+        return {"early_exit": "no error"}
+    except dist.DistBackendError as e:
+        return {"early_exit": "ok" if "tpu_dist: allreduce failed" in str(e) else str(e)}
+
+
 # --- DDP --------------------------------------------------------------------
 
 def mlp():
@@ -369,7 +386,7 @@ def run_ddp(mode, rank, world, init_file, steps=10, batch=16):
 
 
 SCENARIOS = {"collectives": run_collectives, "init": run_init, "errors": run_errors,
-             "ddp": run_ddp}
+             "early_exit": run_early_exit, "ddp": run_ddp}
 
 
 def main():
@@ -381,6 +398,8 @@ def main():
         results = {"scenario": traceback.format_exc()}
     with open(f"{out}.{rank}", "w") as f:
         json.dump(results, f)
+    if scenario == "early_exit":
+        os._exit(0)  # the group is broken on purpose: leave without tearing it down
     if dist.is_initialized():
         dist.destroy_process_group()
 

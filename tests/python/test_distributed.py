@@ -49,9 +49,9 @@ def run_ranks(scenario, tmp_path, mode="DEFER_NEVER", timeout=120, env=None):
     return results
 
 
-@pytest.fixture(scope="module")
-def collectives(tmp_path_factory):
-    return run_ranks("collectives", tmp_path_factory.mktemp("collectives"))
+@pytest.fixture(scope="module", params=["DEFER_NEVER", "DEFER_AND_FUSE"])
+def collectives(request, tmp_path_factory):
+    return run_ranks("collectives", tmp_path_factory.mktemp("collectives"), mode=request.param)
 
 
 COLLECTIVES = [
@@ -89,6 +89,11 @@ def test_errors_are_clear_and_do_not_hang(tmp_path):
         for key in ("cpu_tensor", "cpu_output", "after_errors", "mismatched_shapes",
                     "after_mismatch"):
             assert results.get(key) == "ok", f"rank {rank} {key}: {results.get(key)}"
+
+
+def test_rank_that_exits_early_gives_an_error_naming_the_collective(tmp_path):
+    for rank, results in enumerate(run_ranks("early_exit", tmp_path, timeout=90)):
+        assert results.get("early_exit") == "ok", f"rank {rank}: {results}"
 
 
 @pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE", "DEFER_NEVER+bucket_view"])
