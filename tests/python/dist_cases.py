@@ -357,15 +357,17 @@ def train(model, data, lr=0.05):
 
 
 def run_ddp(mode, rank, world, init_file, steps=10, batch=16):
-    """mode: an eager mode, optionally "+bucket_view" (gradient_as_bucket_view)."""
-    mode, _, option = mode.partition("+")
+    """mode: an eager mode, then optionally "+bucket_view" (gradient_as_bucket_view)
+    and "+find_unused" (find_unused_parameters)."""
+    mode, *options = mode.split("+")
     torch_tpu.set_eager_mode(mode)
     init("tpu_dist", init_file, rank, world)
     data = batches(steps, batch)
     per = batch // world
     local = [(x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]) for x, y in data]
     model = nn.parallel.DistributedDataParallel(
-        mlp().to("tpu"), gradient_as_bucket_view=option == "bucket_view", bucket_cap_mb=0.002)
+        mlp().to("tpu"), gradient_as_bucket_view="bucket_view" in options,
+        find_unused_parameters="find_unused" in options, bucket_cap_mb=0.002)
     train(model, local)
     results = {}
     params = [p.detach().cpu() for p in model.module.parameters()]

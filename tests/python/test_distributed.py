@@ -96,7 +96,7 @@ def test_rank_that_exits_early_gives_an_error_naming_the_collective(tmp_path):
         assert results.get("early_exit") == "ok", f"rank {rank}: {results}"
 
 
-@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE", "DEFER_NEVER+bucket_view"])
+@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE", "DEFER_NEVER+bucket_view+find_unused"])
 def test_ddp_matches_single_process(tmp_path, mode):
     results = run_ranks("ddp", tmp_path, mode=mode)
     for rank, r in enumerate(results):
@@ -142,3 +142,11 @@ def test_storage_resize_keeps_prefix():
     assert grown.cpu().tolist() == [0, 1, 2, 3, 0, 0, 0, 0]
     with pytest.raises(RuntimeError, match="whole number of elements"):
         storage.resize_(30)
+
+
+def test_pinned_host_memory_is_pinned():
+    # DDP's Reducer (find_unused_parameters) asserts its staging tensor is pinned.
+    pinned = torch.ones(3).pin_memory()
+    assert pinned.is_pinned() and torch.empty(4, pin_memory=True).is_pinned()
+    assert not torch.ones(3).is_pinned()
+    assert pinned.to("tpu", non_blocking=True).cpu().tolist() == [1.0] * 3
