@@ -52,6 +52,10 @@ from .compiler import export_stablehlo  # noqa: E402
 
 compiler.install_default_backend()
 
+from . import distributed  # noqa: E402
+
+distributed.register()
+
 # Backward runs on the thread that calls it, as it does for CPU tensors,
 # instead of on PyTorch's per-device autograd thread: the engine is already
 # asynchronous, and handing every backward to another thread and back cost

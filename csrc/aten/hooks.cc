@@ -1,11 +1,11 @@
 // PrivateUse1 hooks: what PyTorch asks of an accelerator backend (generators,
 // availability, device of a pointer, storage resize from Python).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/Storage.h>
 
 #include "device.h"
 #include "generator.h"
+#include "pinned.h"
 #include "storage.h"
 #include "tensor_io.h"
 
@@ -26,8 +26,10 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
     return c10::Device(c10::DeviceType::PrivateUse1,
                        static_cast<StorageState*>(data)->device);
   }
-  // PJRT copies host memory itself; "pinned" host tensors are ordinary ones.
-  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  // PJRT copies host memory itself; "pinned" host tensors are ordinary ones,
+  // remembered so that is_pinned() says so (pinned.h).
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
+  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
   bool hasPrimaryContext(c10::DeviceIndex device) const override {
     return device >= 0 && device < device_count();
   }
@@ -47,11 +49,7 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
     return exchangeDevice(device);
   }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
-    StorageState& st = state_of(storage);
-    TORCH_CHECK(newsize >= st.nbytes || !st.value,
-                "tpu: shrinking a storage that holds data is not supported");
-    st.nbytes = newsize;
-    storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+    resize_storage(storage, newsize);
   }
 };
 

@@ -349,23 +349,37 @@ void resize(const at::Tensor& t, c10::IntArrayRef sizes,
     for (int64_t d = 0; d < t.dim(); ++d) needed += (t.size(d) - 1) * t.stride(d);
   }
   size_t bytes = static_cast<size_t>(needed) * t.element_size();
-  StorageState& st = state_of(t);
-  if (bytes <= st.nbytes) return;
+  if (bytes > state_of(t).nbytes) resize_storage(t.storage(), bytes);
+}
+
+void resize_storage(const c10::Storage& storage, size_t bytes) {
+  StorageState& st = state_of(storage);
+  if (bytes == st.nbytes) return;
   auto& e = engine::Engine::get();
   auto guard = e.lock();
-  auto& stats = memory_stats(st.device);
-  stats.allocated += static_cast<int64_t>(bytes - st.nbytes);
-  if (st.value) {
-    // Grow the device array: old contents, then zeros.
+  if (st.value && bytes == 0) {
+    st.value = nullptr;  // frees the device array; a regrown storage reads as zeros
+  } else if (st.value) {
+    // Keep the contents that fit, zeros after them.
+    size_t esize = engine::element_size(st.dtype);
+    TORCH_CHECK(bytes % esize == 0, "tpu: cannot resize a storage holding ", esize,
+                "-byte elements to ", bytes, " bytes (not a whole number of elements)");
+    int64_t n = static_cast<int64_t>(bytes / esize);
     e.begin(st.device);
     hlo::Value old = e.use(st.value);
-    int64_t grow = static_cast<int64_t>(bytes / engine::element_size(st.dtype)) - old.dim(0);
-    hlo::Value grown = e.builder().pad(old, e.builder().constant(st.dtype, 0), {0}, {grow});
-    st.value = e.produce(grown);
+    hlo::Value v = n < old.dim(0) ? e.builder().slice(old, {0}, {n})
+                                  : e.builder().pad(old, e.builder().constant(st.dtype, 0), {0},
+                                                    {n - old.dim(0)});
+    st.value = e.produce(v);
     e.end("resize");
   }
+  auto& stats = memory_stats(st.device);
+  int64_t now = stats.allocated += static_cast<int64_t>(bytes) - static_cast<int64_t>(st.nbytes);
+  int64_t peak = stats.peak.load();
+  while (now > peak && !stats.peak.compare_exchange_weak(peak, now)) {
+  }
   st.nbytes = bytes;
-  t.storage().unsafeGetStorageImpl()->set_nbytes(bytes);
+  storage.unsafeGetStorageImpl()->set_nbytes(bytes);
 }
 
 }  // namespace torch_tpu::aten

@@ -59,5 +59,9 @@ void copy_from_cpu(const at::Tensor& dst, const at::Tensor& src);  // any layout
 // the rest, and updates the storage's device array.
 void resize(const at::Tensor& t, c10::IntArrayRef sizes,
             std::optional<c10::IntArrayRef> strides = std::nullopt);
+// Resizes a storage to `bytes` (untyped_storage().resize_): contents that
+// fit are kept, growth reads as zeros, 0 frees the device array (FSDP2
+// frees and regrows unsharded parameters this way).
+void resize_storage(const c10::Storage& storage, size_t bytes);
 
 }  // namespace torch_tpu::aten

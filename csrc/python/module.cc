@@ -30,10 +30,12 @@ torch_tpu::aten::TpuGenerator* generator(int device) {
 }  // namespace
 
 void bind_capture(py::module& m);  // capture_bindings.cc
+void bind_distributed(py::module& m);  // distributed_bindings.cc
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native runtime";
   bind_capture(m);
+  bind_distributed(m);
   py::register_exception<torch_tpu::pjrt::Error>(m, "RuntimeError", PyExc_RuntimeError);
   // Out of memory is torch.OutOfMemoryError, as on CUDA: the engine raises
   // it through this handler, ATen's Python bindings translate the c10 type,

@@ -15,6 +15,7 @@ SCRIPTS = {
     "quickstart_speed": ["add_latency_us", "quickstart_steps_per_s"],
     "soak": ["steps", "steps_per_s"],
     "index_checks": ["rows"],
+    "collectives": ["rows"],
 }
 
 

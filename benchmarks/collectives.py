@@ -1,0 +1,137 @@
+"""Collective bus bandwidth on 2 processes: tpu_dist (host-staged) against
+gloo on CPU tensors.
+
+    python benchmarks/collectives.py [--repeats 10] [--max-mib 64] [--smoke]
+
+Two ranks (subprocesses of this script) join one process group made with
+`backend="cpu:gloo,tpu:tpu_dist"`, so the same `dist.all_reduce` call takes
+tpu_dist for a tpu tensor and Gloo for a CPU tensor. For each message size
+(1 KiB to --max-mib MiB, powers of 4) and each side, an all_reduce (SUM) and
+an all_gather_into_tensor run --repeats times after one warm-up; a rep ends
+with `torch.tpu.synchronize()` on the tpu side (the results are back in
+device memory). Reported: the median time per call over the reps (rank 0),
+and the bus bandwidth as nccl-tests defines it — all_reduce: bytes / time
+x 2(n-1)/n; all_gather: output bytes / time x (n-1)/n — with the ratio
+tpu_dist / gloo. tpu_dist's extra cost is the device<->host copies and the
+small signature exchange before each collective (TORCH_TPU_DIST_CHECKS=0
+skips it; `--no-checks`). Writes results/collectives.json and .md.
+"""
+import common  # noqa: F401  (first: sets the cache environment before torch)
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import tempfile
+
+import torch
+import torch.distributed as dist
+
+from common import median, now, ratio, table, write_results
+
+WORLD = 2
+COLLECTIVES = ("all_reduce", "all_gather")
+
+
+def sizes(max_mib, smoke):
+    if smoke:
+        return [1024, 64 * 1024]
+    out, n = [], 1024
+    while n <= max_mib * 1024 * 1024:
+        out.append(n)
+        n *= 4
+    if out[-1] != max_mib * 1024 * 1024:
+        out.append(max_mib * 1024 * 1024)
+    return out
+
+
+def run_once(name, x, out):
+    if name == "all_reduce":
+        dist.all_reduce(x)
+    else:
+        dist.all_gather_into_tensor(out, x)
+    if x.device.type == "tpu":
+        torch.tpu.synchronize()
+
+
+def child(rank, init_file, byte_sizes, repeats):
+    """One rank: times every (collective, size, side); rank 0 prints JSON."""
+    dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=f"file://{init_file}",
+                            rank=rank, world_size=WORLD,
+                            timeout=datetime.timedelta(seconds=300))
+    rows = []
+    for name in COLLECTIVES:
+        for nbytes in byte_sizes:
+            row = {"collective": name, "bytes": nbytes}
+            for side, device in (("gloo", "cpu"), ("tpu_dist", "tpu")):
+                x = torch.ones(nbytes // 4, dtype=torch.float32).to(device)
+                out = torch.empty(WORLD * x.numel(), dtype=x.dtype).to(device)
+                run_once(name, x, out)  # warm-up (connections, programs)
+                times = []
+                for _ in range(repeats):
+                    dist.barrier()
+                    t0 = now()
+                    run_once(name, x, out)
+                    times.append(now() - t0)
+                t = median(times)
+                factor = 2 * (WORLD - 1) / WORLD if name == "all_reduce" else (WORLD - 1) / WORLD
+                moved = nbytes if name == "all_reduce" else nbytes * WORLD
+                row[f"{side}_us"] = t * 1e6
+                row[f"{side}_busbw_gbs"] = moved / t * factor / 1e9
+            row["tpu_dist_over_gloo_busbw"] = ratio(row["tpu_dist_busbw_gbs"],
+                                                    row["gloo_busbw_gbs"])
+            rows.append(row)
+    if rank == 0:
+        print(json.dumps(rows))
+    dist.destroy_process_group()
+
+
+def main():
+    p = common.parser(__doc__)
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--max-mib", type=int, default=64)
+    p.add_argument("--no-checks", action="store_true",
+                   help="TORCH_TPU_DIST_CHECKS=0: no signature exchange before collectives")
+    p.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--init-file", help=argparse.SUPPRESS)
+    p.add_argument("--sizes", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.rank is not None:
+        return child(args.rank, args.init_file, json.loads(args.sizes), args.repeats)
+    if args.smoke:
+        args.repeats = 2
+    byte_sizes = sizes(args.max_mib, args.smoke)
+    env = dict(os.environ)
+    if args.no_checks:
+        env["TORCH_TPU_DIST_CHECKS"] = "0"
+    with tempfile.TemporaryDirectory(prefix="torch_tpu_collectives_") as d:
+        cmd = [common.python(), os.path.abspath(__file__), "--init-file",
+               os.path.join(d, "init"), "--sizes", json.dumps(byte_sizes),
+               "--repeats", str(args.repeats)]
+        procs = [subprocess.Popen(cmd + ["--rank", str(r)], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for r in range(WORLD)]
+        outs = [proc.communicate(timeout=1800) for proc in procs]
+    for r, (proc, (out, err)) in enumerate(zip(procs, outs)):
+        if proc.returncode != 0:
+            raise RuntimeError(f"rank {r} failed:\n{err[-3000:]}")
+    rows = json.loads(outs[0][0].strip().splitlines()[-1])
+
+    def size(n):
+        return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
+
+    md = (f"Collective bus bandwidth, {WORLD} processes on one machine, float32, median of "
+          f"{args.repeats} (signature checks {'off' if args.no_checks else 'on'})\n\n")
+    md += table(["collective", "size per rank", "gloo (CPU) µs", "tpu_dist µs",
+                 "gloo busbw GB/s", "tpu_dist busbw GB/s", "tpu_dist / gloo"],
+                [[r["collective"], size(r["bytes"]), f"{r['gloo_us']:.0f}",
+                  f"{r['tpu_dist_us']:.0f}", f"{r['gloo_busbw_gbs']:.3f}",
+                  f"{r['tpu_dist_busbw_gbs']:.3f}", f"{r['tpu_dist_over_gloo_busbw']:.2f}"]
+                 for r in rows])
+    write_results(args.out, "collectives", {"smoke": args.smoke, "world": WORLD,
+                                            "repeats": args.repeats,
+                                            "checks": not args.no_checks, "rows": rows}, md)
+
+
+if __name__ == "__main__":
+    main()

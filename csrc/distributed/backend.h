@@ -1,0 +1,115 @@
+// `tpu_dist`: the c10d process-group backend for tpu tensors.
+//
+// Transport today: host-staged. Each collective copies its tpu tensors to
+// host memory, runs the same collective on a host backend (PyTorch's Gloo
+// process group, created by the Python layer on the same store, rank and
+// size), and copies the results back into the tpu tensors in place, so
+// views and aliases see them as after any other in-place op.
+//
+// Collectives complete before they return (the device-to-host copy waits
+// for the device anyway) and hand back a finished Work whose future holds
+// the tpu tensors: `async_op=True`, `wait()`, `get_future()` and DDP's
+// communication hooks behave as on other backends. Point-to-point receives
+// complete on `wait()`, so posting receives before the matching sends (as
+// `batch_isend_irecv` may) cannot deadlock.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace torch_tpu::distributed {
+
+class Backend final : public c10d::Backend {
+ public:
+  // `host`: a process group over the same ranks that runs collectives on
+  // CPU tensors (Gloo). Kept for the life of this backend. With
+  // `check_signatures`, every collective first exchanges what it is (see
+  // Signature) so that ranks that disagree raise instead of reaching Gloo,
+  // which aborts the process on a size mismatch.
+  Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
+          std::chrono::milliseconds timeout, bool check_signatures = true);
+
+  const std::string getBackendName() const override { return "tpu_dist"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  // What all ranks of one collective must agree on.
+  struct Signature {
+    int64_t op = 0;       // index into the collective names (backend.cc)
+    int64_t dtype = -1;   // c10::ScalarType of the tensors
+    int64_t reduce = -1;  // c10d::ReduceOp::RedOpType
+    int64_t root = -1;
+    int64_t tensors = 0;  // how many tensors (inputs and outputs)
+    int64_t numel = 0;    // their elements; -1 when ranks may differ (splits)
+  };
+  // One small host all-gather of every rank's signature (and all-to-all
+  // splits); raises a DistBackendError naming the collective and each rank's
+  // view when they differ.
+  void agree(const char* op, const std::vector<at::Tensor>& ts, int64_t reduce = -1,
+             int64_t root = -1, const std::vector<int64_t>& in_splits = {},
+             const std::vector<int64_t>& out_splits = {});
+
+  // The path of every collective with inputs and separate outputs: check
+  // the tensors, agree on `signature` (with `reduce`, `root`), copy the
+  // inputs to the host, run `launch(host_inputs, host_outputs)` (a host
+  // Work), wait, copy the outputs back. Defined in backend.cc.
+  template <class In, class Out, class Launch>
+  c10::intrusive_ptr<c10d::Work> staged(const char* op, In& inputs, Out& outputs,
+                                        const std::vector<at::Tensor>& signature, int64_t reduce,
+                                        int64_t root, Launch launch);
+
+  c10::intrusive_ptr<c10d::Backend> host_;
+  std::chrono::milliseconds timeout_;
+  bool check_signatures_;
+};
+
+}  // namespace torch_tpu::distributed

@@ -1,0 +1,152 @@
+"""The `tpu_dist` process-group backend with 2 processes on this machine:
+every collective against the same collective on CPU tensors through Gloo,
+the ways to create a group, clear errors, and DDP against one process on the
+global batch. The ranks run tests/python/dist_cases.py."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import torch_tpu
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+WORLD = 2
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch without distributed")
+
+
+def run_ranks(scenario, tmp_path, mode="DEFER_NEVER", timeout=120, env=None):
+    """Runs one scenario on WORLD processes; returns each rank's results."""
+    init_file = str(tmp_path / f"{scenario}.init")
+    out = str(tmp_path / f"{scenario}.out")
+    environ = dict(os.environ, TORCH_TPU_DISK_CACHE="0", **(env or {}),
+                   PYTHONPATH=os.pathsep.join(
+                       p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "dist_cases.py"), scenario,
+                               mode, str(r), str(WORLD), init_file, out],
+                              env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for r in range(WORLD)]
+    logs = []
+    for p in procs:
+        try:
+            logs.append(p.communicate(timeout=timeout)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"{scenario} ranks hung past {timeout} s")
+    results = []
+    for r, p in enumerate(procs):
+        assert p.returncode == 0, f"rank {r} exited with {p.returncode}:\n{logs[r][-4000:]}"
+        with open(f"{out}.{r}") as f:
+            results.append(json.load(f))
+    for r in results:
+        assert "scenario" not in r, r["scenario"]
+    return results
+
+
+@pytest.fixture(scope="module", params=["DEFER_NEVER", "DEFER_AND_FUSE"])
+def collectives(request, tmp_path_factory):
+    return run_ranks("collectives", tmp_path_factory.mktemp("collectives"), mode=request.param)
+
+
+COLLECTIVES = [
+    "all_reduce_sum", "all_reduce_avg", "all_reduce_min", "all_reduce_max",
+    "all_reduce_product", "all_reduce_band_int32", "all_reduce_bor_int32",
+    "all_reduce_bxor_int32", "all_reduce_sum_bfloat16", "all_reduce_sum_int64",
+    "all_reduce_sum_float16", "all_reduce_avg_bfloat16", "all_reduce_premul_sum",
+    "all_reduce_view_updates_base", "all_reduce_async_wait_and_future",
+    "all_reduce_coalesced", "broadcast", "all_gather", "all_gather_into_tensor", "reduce",
+    "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single_uneven", "all_to_all",
+    "gather", "scatter", "send_recv", "batch_isend_irecv_recv_first", "barrier",
+    "metrics_count_host_staged",
+]
+
+
+@pytest.mark.parametrize("name", COLLECTIVES)
+def test_collective_matches_gloo_on_cpu(collectives, name):
+    for rank, results in enumerate(collectives):
+        assert results.get(name) == "ok", f"rank {rank}: {results.get(name)}"
+
+
+def test_every_collective_check_is_listed(collectives):
+    assert sorted(collectives[0]) == sorted(COLLECTIVES)
+
+
+def test_init_process_group_variants(tmp_path):
+    for rank, results in enumerate(run_ranks("init", tmp_path)):
+        assert len(results) == 5, results
+        for key, value in results.items():
+            assert value == "ok", f"rank {rank} {key}: {value}"
+
+
+def test_errors_are_clear_and_do_not_hang(tmp_path):
+    for rank, results in enumerate(run_ranks("errors", tmp_path, timeout=90)):
+        for key in ("cpu_tensor", "cpu_output", "after_errors", "mismatched_shapes",
+                    "after_mismatch"):
+            assert results.get(key) == "ok", f"rank {rank} {key}: {results.get(key)}"
+
+
+def test_rank_that_exits_early_gives_an_error_naming_the_collective(tmp_path):
+    for rank, results in enumerate(run_ranks("early_exit", tmp_path, timeout=90)):
+        assert results.get("early_exit") == "ok", f"rank {rank}: {results}"
+
+
+@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE", "DEFER_NEVER+bucket_view+find_unused"])
+def test_ddp_matches_single_process(tmp_path, mode):
+    results = run_ranks("ddp", tmp_path, mode=mode)
+    for rank, r in enumerate(results):
+        assert r.get("ranks_agree") == "ok", f"rank {rank}: {r}"
+        assert r.get("allreduces_were_host_staged") == "ok", f"rank {rank}: {r}"
+    assert results[0].get("equals_single_process") == "ok", results[0]
+
+
+def test_backend_registered_at_import():
+    assert "tpu_dist" in dist.Backend.backend_list and "tpu" in dist.Backend.backend_list
+    assert dist.Backend.default_device_backend_map["tpu"] == "tpu_dist"
+    assert dist.Backend.backend_capability["tpu_dist"] == ["tpu"]
+
+
+def test_loader_load_registers():
+    from torch_tpu import _loader
+
+    _loader.load()
+    _loader.load()  # idempotent
+    assert dist.Backend.default_device_backend_map["tpu"] == "tpu_dist"
+
+
+def test_storage_resize_to_zero_and_back():
+    t = torch.arange(6, dtype=torch.float32).to("tpu")
+    storage = t.untyped_storage()
+    before = torch.tpu.memory_allocated()
+    storage.resize_(0)
+    assert storage.nbytes() == 0
+    assert torch.tpu.memory_allocated() == before - 24
+    storage.resize_(24)
+    assert storage.nbytes() == 24
+    t.copy_(torch.ones(6))  # FSDP2 writes the regrown storage in place
+    assert t.cpu().tolist() == [1.0] * 6
+
+
+def test_storage_resize_keeps_prefix():
+    t = torch.arange(6, dtype=torch.float32).to("tpu")
+    storage = t.untyped_storage()
+    storage.resize_(16)
+    assert torch.tensor([], device="tpu").set_(storage, 0, (4,)).cpu().tolist() == [0, 1, 2, 3]
+    storage.resize_(32)
+    grown = torch.tensor([], device="tpu").set_(storage, 0, (8,))
+    assert grown.cpu().tolist() == [0, 1, 2, 3, 0, 0, 0, 0]
+    with pytest.raises(RuntimeError, match="whole number of elements"):
+        storage.resize_(30)
+
+
+def test_pinned_host_memory_is_pinned():
+    # DDP's Reducer (find_unused_parameters) asserts its staging tensor is pinned.
+    pinned = torch.ones(3).pin_memory()
+    assert pinned.is_pinned() and torch.empty(4, pin_memory=True).is_pinned()
+    assert not torch.ones(3).is_pinned()
+    assert pinned.to("tpu", non_blocking=True).cpu().tolist() == [1.0] * 3

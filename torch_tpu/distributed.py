@@ -1,0 +1,56 @@
+"""The `tpu_dist` process-group backend (C++: csrc/distributed).
+
+Registered when torch_tpu is imported (also through the `torch.backends`
+autoload entry point), so that `init_process_group("tpu_dist")`,
+`init_process_group()` with tpu tensors and
+`init_process_group(backend="cpu:gloo,tpu:tpu_dist")` work. `tpu` is an
+alias of `tpu_dist`.
+
+Transport: host-staged. Collectives copy tpu tensors to the host, run on a
+Gloo process group made here on the same store, rank and size (under its own
+key prefix), and copy the results back in place. `torch_tpu.metrics()`
+counts them (`collectives_host_staged`, `collective_bytes_host_staged`).
+Before each collective the ranks exchange its signature (collective, dtype,
+sizes, root, reduce op, all-to-all splits) and raise a DistBackendError
+naming every rank's call when they differ; `TORCH_TPU_DIST_CHECKS=0` skips
+that exchange.
+"""
+import os
+
+from . import _C
+
+BACKEND = "tpu_dist"
+ALIAS = "tpu"
+
+
+def _create_backend(opts, backend_options=None):
+    """The `extended_api` creator c10d calls for each new group on tpu."""
+    import torch.distributed as dist
+
+    store = dist.PrefixStore("host_staged/", opts.store)
+    host = dist.ProcessGroupGloo(store, opts.group_rank, opts.group_size, opts.timeout)
+    # Ranks first agree on each collective's signature (one small host
+    # all-gather), so a mismatch raises instead of aborting inside Gloo.
+    checks = os.environ.get("TORCH_TPU_DIST_CHECKS", "1") != "0"
+    return _C._tpu_dist_backend(opts.group_rank, opts.group_size, host,
+                                opts.timeout.total_seconds(), checks)
+
+
+def register() -> bool:
+    """Registers `tpu_dist` (and its alias `tpu`) with torch.distributed and
+    makes it the default backend for the `tpu` device. Idempotent; False
+    when this torch has no distributed support."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not hasattr(dist, "ProcessGroupGloo"):
+        return False
+    Backend = dist.Backend
+    for name in (BACKEND, ALIAS):
+        if name.upper() not in Backend._plugins:
+            # devices must be a list: a string is iterated letter by letter.
+            Backend.register_backend(name, _create_backend, extended_api=True, devices=["tpu"])
+    Backend.default_device_backend_map["tpu"] = BACKEND
+    return True
+
+
+__all__ = ["BACKEND", "ALIAS", "register"]
