@@ -165,8 +165,9 @@ def main():
          "size-cap flushes", "first call s", "peak RSS MB", "RSS vs strict"], rows) +
         "\n\n## Tiny Llama generate(), 8 new tokens, greedy\n\n" + common.table(
         ["config", "first call s", "warm call ms", "warm vs CPU eager", "tokens = CPU"], gen_rows))
-    common.write_results(args.out, "inference" + ("_smoke" if args.smoke else ""),
-                         {"size": size, "rounds": rounds, "runs": runs}, markdown)
+    common.write_results(args.out, "inference",
+                         {"smoke": args.smoke, "size": size, "rounds": rounds, "runs": runs},
+                         markdown)
 
 
 def argparse_suppress():

@@ -1,5 +1,6 @@
 #include "device.h"
 
+#include <ATen/Context.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -22,6 +23,9 @@ int device_count() noexcept {
       e.set_warning_handler([](const std::string& m) { TORCH_WARN(m); });
       // So do the compile cache's (a damaged or repaired disk entry).
       e.cache().set_warning_handler([](const std::string& m) { TORCH_WARN(m); });
+      // Quick compiles round a few ops differently from optimized ones
+      // (engine/cache.h): not under torch.use_deterministic_algorithms.
+      e.cache().set_quick_allowed([] { return !at::globalContext().deterministicAlgorithms(); });
       // XLA:CPU runs f32 dots fastest with their bf16 split terms as bf16
       // operands (lowering/precision.h); other plugins keep f32 operands
       // unless TORCH_TPU_BF16_DOTS=1. Every kernel checks its device (this

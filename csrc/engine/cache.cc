@@ -163,7 +163,8 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
   // A quick executable (from disk or compiled now) keeps its program for
   // the optimizing compile.
   std::shared_ptr<const std::string> quick;
-  if (!exe && tiered_ && !path.empty()) {
+  bool tiered = tiered_ && (!quick_allowed_ || quick_allowed_());
+  if (!exe && tiered && !path.empty()) {
     exe = load(quick_path_of(program), "quick\n" + program, /*caller=*/true);
     if (exe) quick = std::make_shared<const std::string>(program);
   }
@@ -175,8 +176,8 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
     ++stats_.disk_hits;
   } else {
     auto start = std::chrono::steady_clock::now();
-    exe = compile_checked(client_, program, /*quick=*/tiered_);
-    if (tiered_) quick = std::make_shared<const std::string>(program);
+    exe = compile_checked(client_, program, /*quick=*/tiered);
+    if (tiered) quick = std::make_shared<const std::string>(program);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics_.count("compiles");

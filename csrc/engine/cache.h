@@ -24,7 +24,12 @@
 // kHotUses-th hit queues an optimizing compile on a background thread, whose
 // executable replaces the quick one when it is ready; programs run once
 // never pay for it. Both are stored on disk, the quick one under its own
-// key, and a quick one loaded from disk is upgraded the same way.
+// key, and a quick one loaded from disk is upgraded the same way. The two can
+// differ in the last bit (see pjrt::Client::compile), so when the upgrade
+// lands would decide a result's rounding: a caller that asks for
+// deterministic results (set_quick_allowed's predicate says no; the aten
+// layer wires torch.use_deterministic_algorithms) gets optimized compiles
+// only.
 #pragma once
 
 #include <cstdint>
@@ -88,6 +93,8 @@ class Cache {
   // Tiered compilation (see above); off by default.
   void set_tiered(bool on) { tiered_ = on; }
   bool tiered() const { return tiered_; }
+  // Asked at each compile: whether a quick one may be made now.
+  void set_quick_allowed(std::function<bool()> allowed) { quick_allowed_ = std::move(allowed); }
   // Waits for the optimizing compiles queued so far.
   void drain_background() { background_.drain(); }
   // Drops queued optimizing compiles and waits for the running one (exit).
@@ -140,6 +147,7 @@ class Cache {
   std::set<std::string> warned_;                  // paths warned about
   std::vector<std::string> pending_warnings_;
   bool tiered_ = false;
+  std::function<bool()> quick_allowed_;
   Background background_;  // last: stopped before the members its jobs use go
 };
 

@@ -168,8 +168,11 @@ std::string quick_compile_options() {
   // OptionOverrideProto>, applied over the debug options the plugin takes
   // from its flags (an entry is a message with key = 1, value = 2;
   // OptionOverrideProto.bool_field = 2, int_field = 3). LLVM without its
-  // optimizations: XLA's own passes are unchanged, and so are the numerics
-  // (no fast-math either way).
+  // optimizations; XLA's own passes are unchanged. The code can differ from
+  // the optimized one in the last bit: optimizing LLVM contracts a multiply
+  // and an add into an FMA (measured: x * a + b, layer_norm, tanh differ by
+  // 1-2 ulp; exp, log, sin, erf, softmax, sums and dots do not). Opt level 1
+  // keeps the numerics but saved only ~15% of the compile time, level 0 ~50%.
   std::string out = default_compile_options();
   auto entry = [&](const std::string& key, int value_field, int64_t value) {
     std::string override_value, e;

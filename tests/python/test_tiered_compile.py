@@ -1,0 +1,114 @@
+"""Tiered compilation (XLA:CPU): a new program is compiled quickly (LLVM's
+optimizations off), and once it is hot again, optimized, on a background
+thread; the optimized executable replaces the quick one and computes the
+same values up to the last bit (an FMA), and exactly the same under
+torch.use_deterministic_algorithms, which compiles optimized at once."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torch_tpu
+
+pytestmark = pytest.mark.skipif(not torch_tpu._C._tiered_compile(),
+                                reason="tiered compilation is on for XLA:CPU only")
+
+
+def _step(x, w):
+    return torch.tanh(x @ w * 0.1).sum(0) + x.mean()
+
+
+def test_hot_program_is_upgraded_in_the_background_with_the_same_values():
+    g = torch.Generator().manual_seed(0)
+    x_cpu, w_cpu = torch.randn(16, 24, generator=g), torch.randn(24, 24, generator=g)
+    x, w = x_cpu.to("tpu"), w_cpu.to("tpu")
+    torch_tpu.clear_cache()
+    torch_tpu.reset_metrics()
+    with torch.tpu.precision("highest"), torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        first = _step(x, w).cpu()  # compiled quickly
+        second = _step(x, w).cpu()  # first hit
+        third = _step(x, w).cpu()  # second hit: queued for the optimizing compile
+        torch_tpu._C._drain_background_compiles()
+        fourth = _step(x, w).cpu()  # the optimized executable
+    metrics = torch_tpu.metrics()
+    assert metrics.get("tier_upgrades", 0) >= 1, metrics
+    assert metrics.get("compiles") == 1, metrics  # the background compile is not a stall
+    for r in (second, third, fourth):
+        torch.testing.assert_close(r, first, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(first, _step(x_cpu, w_cpu), atol=1e-5, rtol=1e-5)
+
+
+def test_deterministic_algorithms_compile_optimized_at_once():
+    x = torch.linspace(-2, 2, 48).reshape(6, 8).to("tpu")
+    torch_tpu.clear_cache()
+    torch_tpu.reset_metrics()
+    torch.use_deterministic_algorithms(True)
+    try:
+        with torch_tpu.eager_mode("DEFER_AND_FUSE"):
+            results = [(x * 1.1 + 0.3).tanh().cpu() for _ in range(4)]
+        torch_tpu._C._drain_background_compiles()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert torch_tpu.metrics().get("tier_upgrades", 0) == 0
+    for r in results[1:]:
+        assert torch.equal(r, results[0])
+
+
+def test_program_run_once_is_not_compiled_again():
+    torch_tpu.clear_cache()
+    torch_tpu.reset_metrics()
+    with torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        (torch.arange(10.0).to("tpu").sin() * 3).cpu()
+    torch_tpu._C._drain_background_compiles()
+    assert torch_tpu.metrics().get("tier_upgrades", 0) == 0
+
+
+def test_exit_while_an_optimizing_compile_runs_is_clean(tmp_path):
+    # The interpreter exits right after queuing upgrades: the running compile
+    # finishes, the queued ones are dropped, the process ends normally.
+    script = textwrap.dedent("""
+        import torch, torch_tpu
+        torch_tpu.set_eager_mode("DEFER_AND_FUSE")
+        x = torch.randn(64, 64).to("tpu")
+        for k in range(6):
+            f = lambda: (torch.tanh(x @ x * (0.01 * (k + 1))).softmax(-1) @ x).sum().cpu()
+            for _ in range(3):
+                f()
+        print("done", torch_tpu.metrics().get("compiles"))
+    """)
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "done" in proc.stdout
+
+
+def test_quick_and_optimized_executables_are_reused_from_disk(tmp_path):
+    script = textwrap.dedent("""
+        import sys, torch, torch_tpu
+        torch_tpu.set_eager_mode("DEFER_AND_FUSE")
+        x = torch.arange(12.0).reshape(3, 4).to("tpu")
+        runs = int(sys.argv[1])
+        for _ in range(runs):
+            v = (x.cos() * 2 + x.T.sum()).cpu()
+        torch_tpu._C._drain_background_compiles()
+        m = torch_tpu.metrics()
+        print(m.get("compiles", 0), m.get("cache_disk_hits", 0), m.get("tier_upgrades", 0))
+    """)
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="1", TORCH_TPU_CACHE_DIR=str(tmp_path))
+
+    def run(runs):
+        proc = subprocess.run([sys.executable, "-c", script, str(runs)], capture_output=True,
+                              text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return [float(v) for v in proc.stdout.split()[-3:]]
+
+    # Run once: the quick executable goes to disk; the next process loads it.
+    assert run(1)[:2] == [1, 0]
+    compiles, disk_hits, upgrades = run(3)
+    assert (compiles, disk_hits, upgrades) == (0, 1, 1)
+    # Upgraded, the optimized executable is on disk too and is found first.
+    assert run(1)[:2] == [0, 1]
