@@ -163,7 +163,8 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
   // A quick executable (from disk or compiled now) keeps its program for
   // the optimizing compile.
   std::shared_ptr<const std::string> quick;
-  bool tiered = tiered_ && (!quick_allowed_ || quick_allowed_());
+  bool tiered = tiered_ && program.size() >= kTierMinBytes &&
+                (!quick_allowed_ || quick_allowed_());
   if (!exe && tiered && !path.empty()) {
     exe = load(quick_path_of(program), "quick\n" + program, /*caller=*/true);
     if (exe) quick = std::make_shared<const std::string>(program);

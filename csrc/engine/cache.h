@@ -20,7 +20,8 @@
 // Tiered compilation (set_tiered; the engine turns it on for XLA:CPU): a
 // program missing from both tiers is compiled quickly, with the backend's
 // optimizations off (pjrt::Client::compile's `quick`: about half the compile
-// time, slower code), so a first step or a first generate() waits less. Its
+// time, slower code), so a first step or a first generate() waits less;
+// short programs (kTierMinBytes: one op's) compile optimized at once. Its
 // kHotUses-th hit queues an optimizing compile on a background thread, whose
 // executable replaces the quick one when it is ready; programs run once
 // never pay for it. Both are stored on disk, the quick one under its own
@@ -62,6 +63,10 @@ class Cache {
   static constexpr size_t kDefaultCapacity = 4096;
   // Hits after which a quickly compiled program is compiled optimized.
   static constexpr int kHotUses = 2;
+  // Programs shorter than this (text bytes) compile optimized at once: a
+  // single op's program compiles in milliseconds either way, and Strict
+  // Eager's thousands of them would only double the compile work.
+  static constexpr size_t kTierMinBytes = 8192;
 
   // `directory` empty disables the disk cache.
   Cache(pjrt::Client& client, Metrics& metrics, std::string directory,

@@ -4,6 +4,7 @@ thread; the optimized executable replaces the quick one and computes the
 same values up to the last bit (an FMA), and exactly the same under
 torch.use_deterministic_algorithms, which compiles optimized at once."""
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -17,8 +18,25 @@ pytestmark = pytest.mark.skipif(not torch_tpu._C._tiered_compile(),
                                 reason="tiered compilation is on for XLA:CPU only")
 
 
-def _step(x, w):
-    return torch.tanh(x @ w * 0.1).sum(0) + x.mean()
+def _step(x, w, layers=24):
+    # Long enough to be tiered (short programs compile optimized at once),
+    # and without a repeating op sequence (Fused Eager would cut it there).
+    rng = random.Random(0)
+    h = x
+    for _ in range(layers):
+        act = rng.choice([torch.tanh, torch.sin, torch.sigmoid, torch.cos])
+        h = act(h @ w * 0.1) + h * 0.5
+    return h.sum(0) + x.mean()
+
+
+def test_short_program_compiles_optimized_at_once():
+    torch_tpu.clear_cache()
+    torch_tpu.reset_metrics()
+    x = torch.arange(10.0).to("tpu")
+    for _ in range(4):
+        (x.sin() * 3).cpu()
+    torch_tpu._C._drain_background_compiles()
+    assert torch_tpu.metrics().get("tier_upgrades", 0) == 0
 
 
 def test_hot_program_is_upgraded_in_the_background_with_the_same_values():
@@ -42,13 +60,13 @@ def test_hot_program_is_upgraded_in_the_background_with_the_same_values():
 
 
 def test_deterministic_algorithms_compile_optimized_at_once():
-    x = torch.linspace(-2, 2, 48).reshape(6, 8).to("tpu")
+    x = torch.linspace(-2, 2, 64).reshape(8, 8).to("tpu")
     torch_tpu.clear_cache()
     torch_tpu.reset_metrics()
     torch.use_deterministic_algorithms(True)
     try:
         with torch_tpu.eager_mode("DEFER_AND_FUSE"):
-            results = [(x * 1.1 + 0.3).tanh().cpu() for _ in range(4)]
+            results = [_step(x, x).cpu() for _ in range(4)]
         torch_tpu._C._drain_background_compiles()
     finally:
         torch.use_deterministic_algorithms(False)
@@ -60,8 +78,9 @@ def test_deterministic_algorithms_compile_optimized_at_once():
 def test_program_run_once_is_not_compiled_again():
     torch_tpu.clear_cache()
     torch_tpu.reset_metrics()
+    x = torch.arange(16.0).reshape(4, 4).to("tpu")
     with torch_tpu.eager_mode("DEFER_AND_FUSE"):
-        (torch.arange(10.0).to("tpu").sin() * 3).cpu()
+        _step(x, x).cpu()
     torch_tpu._C._drain_background_compiles()
     assert torch_tpu.metrics().get("tier_upgrades", 0) == 0
 
@@ -72,9 +91,15 @@ def test_exit_while_an_optimizing_compile_runs_is_clean(tmp_path):
     script = textwrap.dedent("""
         import torch, torch_tpu
         torch_tpu.set_eager_mode("DEFER_AND_FUSE")
-        x = torch.randn(64, 64).to("tpu")
-        for k in range(6):
-            f = lambda: (torch.tanh(x @ x * (0.01 * (k + 1))).softmax(-1) @ x).sum().cpu()
+        x = torch.randn(16, 16).to("tpu")
+        def deep(k):
+            h = x
+            for i in range(24 + k):
+                act = (torch.tanh, torch.sin, torch.cos)[(i * i + k) % 3]
+                h = act(h @ x * 0.01) + h
+            return h.sum().cpu()
+        for k in range(3):
+            f = lambda: deep(k)
             for _ in range(3):
                 f()
         print("done", torch_tpu.metrics().get("compiles"))
@@ -88,12 +113,17 @@ def test_exit_while_an_optimizing_compile_runs_is_clean(tmp_path):
 
 def test_quick_and_optimized_executables_are_reused_from_disk(tmp_path):
     script = textwrap.dedent("""
-        import sys, torch, torch_tpu
+        import random, sys, torch, torch_tpu
         torch_tpu.set_eager_mode("DEFER_AND_FUSE")
         x = torch.arange(12.0).reshape(3, 4).to("tpu")
         runs = int(sys.argv[1])
         for _ in range(runs):
-            v = (x.cos() * 2 + x.T.sum()).cpu()
+            rng = random.Random(0)  # one op sequence, not periodic: one program
+            h = x
+            for _ in range(24):
+                act = rng.choice([torch.tanh, torch.sin, torch.sigmoid, torch.cos])
+                h = act(h * 2 + h.sum() * 0.01)
+            v = h.cpu()
         torch_tpu._C._drain_background_compiles()
         m = torch_tpu.metrics()
         print(m.get("compiles", 0), m.get("cache_disk_hits", 0), m.get("tier_upgrades", 0))
