@@ -1,0 +1,99 @@
+"""FSDP2 and tensor-parallel scenarios for tests/python/dist_cases.py: the same
+training run on tpu (tpu_dist) and on CPU (Gloo) in each rank, compared."""
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
+        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2), is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=64, dim=32, heads=2, layers=2, seq=8):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.ln, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+def tokens(rank, steps, batch=2, seq=8, vocab=64):
+    g = torch.Generator().manual_seed(10 + rank)
+    return [torch.randint(0, vocab, (batch, seq + 1), generator=g) for _ in range(steps)]
+
+
+def train_fsdp(device, data, mixed):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    torch.manual_seed(0)
+    model = GPT().to(device)
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+              if mixed else MixedPrecisionPolicy())
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-2)
+    losses = []
+    for batch in data:
+        batch = batch.to(device)
+        logits = model(batch[:, :-1])
+        loss = F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    params = [p.full_tensor().detach().cpu() for p in model.parameters()]
+    return losses, params
+
+
+def run_fsdp(mode, rank, world, init_file, steps=3):
+    """mode: an eager mode, optionally "+mixed" (bf16 parameters, f32 reduction)."""
+    import torch_tpu
+    from dist_cases import init
+
+    mode, *options = mode.split("+")
+    mixed = "mixed" in options
+    torch_tpu.set_eager_mode(mode)
+    # TPU matmuls round operands to bf16 by default; compare with CPU at f32.
+    torch.set_float32_matmul_precision("highest")
+    init("cpu:gloo,tpu:tpu_dist", init_file, rank, world)
+    data = tokens(rank, steps)
+    tpu_losses, tpu_params = train_fsdp("tpu", data, mixed)
+    cpu_losses, cpu_params = train_fsdp("cpu", data, mixed)
+    tol = dict(rtol=2e-2, atol=2e-2) if mixed else dict(rtol=1e-4, atol=1e-4)
+    results = {}
+    try:
+        torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), **tol)
+        results["losses_match"] = "ok"
+    except AssertionError as e:
+        results["losses_match"] = f"{tpu_losses} vs {cpu_losses}: {e}"
+    try:
+        for a, b in zip(tpu_params, cpu_params):
+            torch.testing.assert_close(a, b, **tol)
+        results["params_match"] = "ok"
+    except AssertionError as e:
+        results["params_match"] = str(e)
+    results["loss_falls"] = "ok" if tpu_losses[-1] < tpu_losses[0] else str(tpu_losses)
+    return results
