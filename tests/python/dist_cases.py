@@ -435,10 +435,11 @@ def run_ddp(mode, rank, world, init_file, steps=10, batch=16):
     return results
 
 
-from dist_fsdp_cases import run_fsdp  # noqa: E402
+from dist_training_cases import run_fsdp, run_tp  # noqa: E402
 
 SCENARIOS = {"collectives": run_collectives, "init": run_init, "errors": run_errors,
-             "early_exit": run_early_exit, "ddp": run_ddp, "fsdp": run_fsdp}
+             "early_exit": run_early_exit, "ddp": run_ddp, "fsdp": run_fsdp,
+             "tp": run_tp}
 
 
 def main():

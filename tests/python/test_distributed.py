@@ -160,3 +160,10 @@ def test_fsdp2_matches_gloo_on_cpu(tmp_path, mode):
     for rank, r in enumerate(run_ranks("fsdp", tmp_path, mode=mode)):
         for key in ("losses_match", "params_match", "loss_falls"):
             assert r.get(key) == "ok", f"rank {rank} {key}: {r.get(key)}"
+
+
+@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE"])
+def test_tensor_parallel_matches_gloo_on_cpu(tmp_path, mode):
+    for rank, r in enumerate(run_ranks("tp", tmp_path, mode=mode)):
+        for key in ("losses_match", "params_match", "loss_falls"):
+            assert r.get(key) == "ok", f"rank {rank} {key}: {r.get(key)}"

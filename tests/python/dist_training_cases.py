@@ -71,23 +71,32 @@ def train_fsdp(device, data, mixed):
     return losses, params
 
 
-def run_fsdp(mode, rank, world, init_file, steps=3):
-    """mode: an eager mode, optionally "+mixed" (bf16 parameters, f32 reduction)."""
+def start(mode, rank, world, init_file):
+    """One group serving both devices: Gloo for cpu, tpu_dist for tpu."""
     import torch_tpu
     from dist_cases import init
 
-    mode, *options = mode.split("+")
-    mixed = "mixed" in options
     torch_tpu.set_eager_mode(mode)
     # TPU matmuls round operands to bf16 by default; compare with CPU at f32.
     torch.set_float32_matmul_precision("highest")
     init("cpu:gloo,tpu:tpu_dist", init_file, rank, world)
+
+
+def run_fsdp(mode, rank, world, init_file, steps=3):
+    """mode: an eager mode, optionally "+mixed" (bf16 parameters, f32 reduction)."""
+    mode, *options = mode.split("+")
+    mixed = "mixed" in options
+    start(mode, rank, world, init_file)
     data = tokens(rank, steps)
     tpu_losses, tpu_params = train_fsdp("tpu", data, mixed)
     cpu_losses, cpu_params = train_fsdp("cpu", data, mixed)
     # bf16 parameters: AdamW moves each element by up to lr (1e-2) a step,
     # whichever way a near-zero bf16 gradient points, on either backend.
     tol = dict(rtol=2e-2, atol=5e-2) if mixed else dict(rtol=1e-4, atol=1e-4)
+    return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params, tol)
+
+
+def compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params, tol):
     results = {}
     try:
         torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), **tol)
@@ -102,3 +111,34 @@ def run_fsdp(mode, rank, world, init_file, steps=3):
         results["params_match"] = str(e)
     results["loss_falls"] = "ok" if tpu_losses[-1] < tpu_losses[0] else str(tpu_losses)
     return results
+
+
+def train_tp(device, steps):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16)).to(device)
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(3)  # the same batch on every rank
+    x, y = torch.randn(8, 16, generator=g).to(device), torch.randn(8, 16, generator=g).to(device)
+    losses = []
+    for _ in range(steps):
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.full_tensor().detach().cpu() for p in model.parameters()]
+
+
+def run_tp(mode, rank, world, init_file, steps=3):
+    """Tensor parallelism (ColwiseParallel then RowwiseParallel) on an MLP."""
+    start(mode, rank, world, init_file)
+    tpu_losses, tpu_params = train_tp("tpu", steps)
+    cpu_losses, cpu_params = train_tp("cpu", steps)
+    return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params,
+                        dict(rtol=1e-4, atol=1e-4))
