@@ -6,37 +6,17 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-class Block(nn.Module):
-    def __init__(self, dim, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        # No qkv bias: the key bias has a zero gradient, which AdamW turns into
-        # noise-driven steps of size lr on any two backends.
-        self.qkv, self.proj = nn.Linear(dim, 3 * dim, bias=False), nn.Linear(dim, dim)
-        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+def gpt():
+    """The benchmarks' small GPT, without the qkv bias: its key part has a zero
+    gradient, which AdamW turns into noise-driven steps of size lr on any two
+    backends."""
+    from benchmarks.common import TinyTransformer
 
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
-        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                           v.transpose(1, 2), is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab=64, dim=32, heads=2, layers=2, seq=8):
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
-        self.ln, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
+    torch.manual_seed(0)
+    model = TinyTransformer(vocab=64, dim=32, heads=2, layers=2, seq=8)
+    for block in model.blocks:
+        block.qkv.register_parameter("bias", None)
+    return model
 
 
 def tokens(rank, steps, batch=2, seq=8, vocab=64):
@@ -49,8 +29,7 @@ def train_fsdp(device, data, mixed):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    torch.manual_seed(0)
-    model = GPT().to(device)
+    model = gpt().to(device)
     mesh = init_device_mesh(device, (dist.get_world_size(),))
     policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
               if mixed else MixedPrecisionPolicy())
@@ -90,16 +69,21 @@ def run_fsdp(mode, rank, world, init_file, steps=3):
     data = tokens(rank, steps)
     tpu_losses, tpu_params = train_fsdp("tpu", data, mixed)
     cpu_losses, cpu_params = train_fsdp("cpu", data, mixed)
-    # bf16 parameters: AdamW moves each element by up to lr (1e-2) a step,
-    # whichever way a near-zero bf16 gradient points, on either backend.
-    tol = dict(rtol=2e-2, atol=5e-2) if mixed else dict(rtol=1e-4, atol=1e-4)
-    return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params, tol)
+    # AdamW steps an element by lr·m/√v: where the gradient is near zero, a
+    # rounding difference moves it by a fair part of lr (1e-2); in bf16 by
+    # up to lr a step, either way, on either backend.
+    if mixed:
+        return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params,
+                            dict(rtol=2e-2, atol=2e-2), dict(rtol=2e-2, atol=5e-2))
+    return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params)
 
 
-def compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params, tol):
+def compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params,
+                 loss_tol=dict(rtol=1e-4, atol=1e-4), tol=dict(rtol=1e-3, atol=1e-3)):
     results = {}
     try:
-        torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), **tol)
+        torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses),
+                                   **loss_tol)
         results["losses_match"] = "ok"
     except AssertionError as e:
         results["losses_match"] = f"{tpu_losses} vs {cpu_losses}: {e}"
@@ -140,5 +124,4 @@ def run_tp(mode, rank, world, init_file, steps=3):
     start(mode, rank, world, init_file)
     tpu_losses, tpu_params = train_tp("tpu", steps)
     cpu_losses, cpu_params = train_tp("cpu", steps)
-    return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params,
-                        dict(rtol=1e-4, atol=1e-4))
+    return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params)
