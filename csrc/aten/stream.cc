@@ -12,6 +12,7 @@
 
 #include "../engine/engine.h"
 #include "../pjrt/event.h"
+#include "device.h"
 
 namespace torch_tpu::aten::streams {
 
@@ -94,6 +95,7 @@ c10::Stream default_stream(c10::Device device) {
 }
 
 c10::Stream create(c10::Device device) {
+  if (device.index() >= 0) check_device(device.index());
   return c10::Stream(c10::Stream::UNSAFE,
                      c10::Device(kType, std::max<c10::DeviceIndex>(device.index(), 0)),
                      g_next_stream.fetch_add(1));
@@ -101,6 +103,7 @@ c10::Stream create(c10::Device device) {
 
 c10::Stream exchange(c10::Stream stream) {
   check_stream(stream);
+  if (stream.device_index() >= 0) check_device(stream.device_index());
   c10::Stream old = current(stream.device());
   auto index = static_cast<size_t>(std::max<c10::DeviceIndex>(stream.device_index(), 0));
   if (t_current.size() <= index) t_current.resize(index + 1, 0);

@@ -142,3 +142,8 @@ def test_bad_streams_are_clear_errors():
         torch.tpu.current_stream(5)
     with pytest.raises(RuntimeError, match="tpu:5"):
         torch.tpu.Stream("tpu:5")
+    with pytest.raises(IndexError, match="tpu:5"):  # the guard's check, as for tensors
+        torch.Stream("tpu:5")
+    with pytest.raises(IndexError, match="tpu:5"):
+        torch.accelerator.set_stream(torch.Stream(stream_id=0, device_index=5, device_type=20))
+    assert torch.tpu.current_stream() == torch.tpu.default_stream()
