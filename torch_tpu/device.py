@@ -182,3 +182,6 @@ def get_amp_supported_dtype():
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 from .precision import precision, get_precision, set_precision  # noqa: E402,F401
+from .streams import (  # noqa: E402,F401
+    Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
+)

@@ -6,6 +6,7 @@
 
 #include "../engine/engine.h"
 #include "../lowering/precision.h"
+#include "stream.h"
 
 namespace torch_tpu::aten {
 
@@ -71,12 +72,33 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     t_current_device = d.index() < 0 ? 0 : d.index();
   }
-  // One in-order stream per device: PJRT orders work by buffer dependencies.
-  c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+  // Streams and events: stream.h (one execution order per device).
+  c10::Stream getStream(c10::Device d) const override { return streams::current(d); }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return streams::default_stream(d);
   }
-  c10::Stream exchangeStream(c10::Stream s) const override {
-    return c10::Stream(c10::Stream::DEFAULT, s.device());
+  c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
+    return streams::create(d);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high_priority*/) const override {
+    return streams::create(d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override { return streams::exchange(s); }
+  void record(void** event, const c10::Stream& s, const c10::DeviceIndex /*device*/,
+              const c10::EventFlag flag) const override {
+    streams::record(event, s, flag);
+  }
+  // Work launched after the event is ordered after it already.
+  void block(void* /*event*/, const c10::Stream& /*stream*/) const override {}
+  bool queryEvent(void* event) const override { return event == nullptr || streams::query(event); }
+  void synchronizeEvent(void* event) const override {
+    if (event != nullptr) streams::synchronize(event);
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device*/) const override {
+    return streams::elapsed_ms(start, end);
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
+    streams::destroy(event);
   }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(device_count());
@@ -84,10 +106,8 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   void synchronizeDevice(const c10::DeviceIndex) const override {
     engine::Engine::get().synchronize();
   }
-  bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {
-    engine::Engine::get().synchronize();
-  }
+  bool queryStream(const c10::Stream&) const override { return streams::query(); }
+  void synchronizeStream(const c10::Stream&) const override { streams::synchronize(); }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);

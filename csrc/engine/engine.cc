@@ -651,12 +651,7 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
   std::vector<PJRT_Buffer*> args;
   args.reserve(inputs.size());
   for (const auto& b : inputs) args.push_back(b->get());
-  // Programs finish mostly in launch order: release the inputs of finished
-  // ones at the front (one readiness query each) before this launch allocates.
-  while (!in_flight_.empty() && in_flight_.front().done->is_ready()) {
-    note_failure(in_flight_.front());
-    in_flight_.pop_front();
-  }
+  release_finished();  // before this launch allocates
   int64_t needed = exe.run_bytes(), limit = memory_limits_.at(device);
   if (needed >= 0 && limit > 0 && needed > limit)
     throw pjrt::Error("RESOURCE_EXHAUSTED: out of memory on tpu:" + std::to_string(device) +
@@ -690,6 +685,13 @@ void Engine::launched(std::shared_ptr<pjrt::Event> done,
     return;
   }
   in_flight_.push_back(InFlight{std::move(done), inputs, ops ? *ops : std::vector<OpSite>{}, mode});
+}
+
+void Engine::release_finished() {
+  while (!in_flight_.empty() && in_flight_.front().done->is_ready()) {
+    note_failure(in_flight_.front());
+    in_flight_.pop_front();
+  }
 }
 
 void Engine::note_failure(const InFlight& l) {
@@ -766,6 +768,16 @@ void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
   metrics_.count("bytes_to_host", static_cast<int64_t>(bytes));
   metrics_.time("transfer_to_host", seconds_since(start));
   verify_checks();
+}
+
+std::vector<std::shared_ptr<pjrt::Event>> Engine::mark() {
+  auto guard = lock();
+  flush("stream_event");
+  release_finished();
+  std::vector<std::shared_ptr<pjrt::Event>> pending;
+  pending.reserve(in_flight_.size());
+  for (const auto& l : in_flight_) pending.push_back(l.done);
+  return pending;
 }
 
 void Engine::synchronize() {

@@ -135,6 +135,10 @@ class Engine {
   void to_host(const ValuePtr& v, void* dst, size_t bytes);
   // Flushes and waits until every launched program finished.
   void synchronize();
+  // What a stream event captures: this thread's recording is flushed and
+  // launched, and the completion events of the programs launched so far that
+  // are not known to be done are returned (none: everything has finished).
+  std::vector<std::shared_ptr<pjrt::Event>> mark();
   // Run-time checks (index bounds) in the programs recorded from now on;
   // TORCH_TPU_INDEX_CHECKS=0 starts with them off.
   void set_checks(bool on);
@@ -320,6 +324,9 @@ class Engine {
     int code;
   };
   std::vector<Failure> failures_;
+  // Programs finish mostly in launch order: releases the inputs of the
+  // finished ones at the front of in_flight_ (one readiness query each).
+  void release_finished();
   // Records `l`'s error if it failed; `l.done` must be ready.
   void note_failure(const InFlight& l);
   // Raises `message` (an error found at a host read or synchronize) naming

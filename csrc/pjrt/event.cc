@@ -28,4 +28,34 @@ void Event::check_ready() const {
   PJRT_CALL(api_, PJRT_Event_Error, a);
 }
 
+namespace {
+struct ReadyCall {
+  const PJRT_Api* api;
+  std::function<void()> fn;
+};
+}  // namespace
+
+void Event::on_ready(std::function<void()> fn) const {
+  auto* call = new ReadyCall{api_, std::move(fn)};
+  auto a = PJRT_ARGS(PJRT_Event_OnReady);
+  a.event = event_;
+  a.user_arg = call;
+  a.callback = [](PJRT_Error* error, void* arg) {
+    auto* c = static_cast<ReadyCall*>(arg);
+    if (error != nullptr) {  // the callback owns it; the event's waiters report it
+      auto d = PJRT_ARGS(PJRT_Error_Destroy);
+      d.error = error;
+      c->api->PJRT_Error_Destroy(&d);
+    }
+    c->fn();
+    delete c;
+  };
+  try {
+    PJRT_CALL(api_, PJRT_Event_OnReady, a);
+  } catch (...) {
+    delete call;  // never registered
+    throw;
+  }
+}
+
 }  // namespace torch_tpu::pjrt

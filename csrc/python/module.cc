@@ -14,6 +14,7 @@
 #include "../aten/precision.h"
 #include "../lowering/precision.h"
 #include "../aten/storage.h"
+#include "../aten/stream.h"
 #include "../engine/bf16_dots.h"
 #include "../engine/engine.h"
 #include "../lowering/registry.h"
@@ -90,6 +91,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", [] { return torch_tpu::aten::device_count(); });
   m.def("_current_device", &torch_tpu::aten::current_device);
   m.def("_set_device", &torch_tpu::aten::set_current_device);
+  // Stream ids of this thread's current stream on a device, and setting it.
+  m.def("_current_stream", [](int device) {
+    torch_tpu::aten::check_device(device);
+    return torch_tpu::aten::streams::current(c10::Device(c10::DeviceType::PrivateUse1, device)).id();
+  });
+  m.def("_set_stream", [](int device, int64_t id) {
+    torch_tpu::aten::check_device(device);
+    torch_tpu::aten::streams::exchange(
+        c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));
+  });
   m.def("_set_index_checks", [](bool on) { Engine::get().set_checks(on); });
   m.def("_index_checks", [] { return Engine::get().checks(); });
   m.def("_synchronize", [] {

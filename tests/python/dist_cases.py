@@ -221,6 +221,54 @@ def collective_checks(rank, world, cpu_group):
     def _():
         dist.barrier()
 
+    # Functional collectives (DTensor's): out of place, found by group name,
+    # waited on with wait_tensor.
+    fc = torch.ops._c10d_functional
+
+    def functional(name, make, run):
+        def _():
+            cpu = make()
+            tpu = [t.to("tpu") for t in cpu]
+            expected = fc.wait_tensor(run(cpu, cpu_group.group_name))
+            got = fc.wait_tensor(run(tpu, dist.group.WORLD.group_name))
+            assert got.device.type == "tpu"
+            compare(got, expected)
+            compare(tpu, cpu)  # inputs untouched
+        check(f"functional_{name}")(_)
+
+    functional("all_reduce", lambda: [data((5, 3), rank)],
+               lambda t, g: fc.all_reduce(t[0], "sum", g))
+    functional("all_reduce_avg_bfloat16", lambda: [data((4,), rank, torch.bfloat16)],
+               lambda t, g: fc.all_reduce(t[0], "avg", g))
+    functional("all_gather_into_tensor", lambda: [data((2, 3), rank)],
+               lambda t, g: fc.all_gather_into_tensor(t[0], world, g))
+    functional("reduce_scatter_tensor", lambda: [data((2 * world, 3), rank)],
+               lambda t, g: fc.reduce_scatter_tensor(t[0], "sum", world, g))
+    functional("all_to_all_single", lambda: [data((world * 2, 2), rank)],
+               lambda t, g: fc.all_to_all_single(t[0], [2] * world, [2] * world, g))
+    functional("broadcast", lambda: [data((3,), rank)],
+               lambda t, g: fc.broadcast(t[0], 1, g))
+
+    @check("functional_all_reduce_coalesced")
+    def _():
+        cpu = [data((3,), rank), data((2, 2), rank, seed=1)]
+        tpu = [t.to("tpu") for t in cpu]
+        expected = [fc.wait_tensor(t)
+                    for t in fc.all_reduce_coalesced(cpu, "sum", cpu_group.group_name)]
+        got = [fc.wait_tensor(t)
+               for t in fc.all_reduce_coalesced(tpu, "sum", dist.group.WORLD.group_name)]
+        compare(got, expected)
+
+    @check("funcol_api")
+    def _():
+        import torch.distributed._functional_collectives as funcol
+        x = data((4, 2), rank)
+        got = funcol.all_reduce(x.to("tpu"), "sum", dist.group.WORLD)
+        got = got * 1  # an AsyncCollectiveTensor waits when used
+        expected = x.clone()
+        dist.all_reduce(expected, group=cpu_group)
+        compare(got, expected)
+
     @check("metrics_count_host_staged")
     def _():
         before = torch_tpu.metrics().get("collectives_host_staged", 0)
@@ -387,8 +435,11 @@ def run_ddp(mode, rank, world, init_file, steps=10, batch=16):
     return results
 
 
+from dist_training_cases import run_fsdp, run_tp  # noqa: E402
+
 SCENARIOS = {"collectives": run_collectives, "init": run_init, "errors": run_errors,
-             "early_exit": run_early_exit, "ddp": run_ddp}
+             "early_exit": run_early_exit, "ddp": run_ddp, "fsdp": run_fsdp,
+             "tp": run_tp}
 
 
 def main():

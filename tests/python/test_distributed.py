@@ -63,7 +63,10 @@ COLLECTIVES = [
     "all_reduce_coalesced", "broadcast", "all_gather", "all_gather_into_tensor", "reduce",
     "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single_uneven", "all_to_all",
     "gather", "scatter", "send_recv", "batch_isend_irecv_recv_first", "barrier",
-    "metrics_count_host_staged",
+    "functional_all_reduce", "functional_all_reduce_avg_bfloat16",
+    "functional_all_gather_into_tensor", "functional_reduce_scatter_tensor",
+    "functional_all_to_all_single", "functional_broadcast", "functional_all_reduce_coalesced",
+    "funcol_api", "metrics_count_host_staged",
 ]
 
 
@@ -150,3 +153,17 @@ def test_pinned_host_memory_is_pinned():
     assert pinned.is_pinned() and torch.empty(4, pin_memory=True).is_pinned()
     assert not torch.ones(3).is_pinned()
     assert pinned.to("tpu", non_blocking=True).cpu().tolist() == [1.0] * 3
+
+
+@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE", "DEFER_NEVER+mixed"])
+def test_fsdp2_matches_gloo_on_cpu(tmp_path, mode):
+    for rank, r in enumerate(run_ranks("fsdp", tmp_path, mode=mode)):
+        for key in ("losses_match", "params_match", "loss_falls"):
+            assert r.get(key) == "ok", f"rank {rank} {key}: {r.get(key)}"
+
+
+@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE"])
+def test_tensor_parallel_matches_gloo_on_cpu(tmp_path, mode):
+    for rank, r in enumerate(run_ranks("tp", tmp_path, mode=mode)):
+        for key in ("losses_match", "params_match", "loss_falls"):
+            assert r.get(key) == "ok", f"rank {rank} {key}: {r.get(key)}"

@@ -1,0 +1,127 @@
+"""FSDP2 and tensor-parallel scenarios for tests/python/dist_cases.py: the same
+training run on tpu (tpu_dist) and on CPU (Gloo) in each rank, compared."""
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def gpt():
+    """The benchmarks' small GPT, without the qkv bias: its key part has a zero
+    gradient, which AdamW turns into noise-driven steps of size lr on any two
+    backends."""
+    from benchmarks.common import TinyTransformer
+
+    torch.manual_seed(0)
+    model = TinyTransformer(vocab=64, dim=32, heads=2, layers=2, seq=8)
+    for block in model.blocks:
+        block.qkv.register_parameter("bias", None)
+    return model
+
+
+def tokens(rank, steps, batch=2, seq=8, vocab=64):
+    """Each rank's batch, the same every step (the loss falls)."""
+    g = torch.Generator().manual_seed(10 + rank)
+    return [torch.randint(0, vocab, (batch, seq + 1), generator=g)] * steps
+
+
+def train_fsdp(device, data, mixed):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    model = gpt().to(device)
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+              if mixed else MixedPrecisionPolicy())
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-2)
+    losses = []
+    for batch in data:
+        batch = batch.to(device)
+        logits = model(batch[:, :-1])
+        loss = F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    params = [p.full_tensor().detach().cpu() for p in model.parameters()]
+    return losses, params
+
+
+def start(mode, rank, world, init_file):
+    """One group serving both devices: Gloo for cpu, tpu_dist for tpu."""
+    import torch_tpu
+    from dist_cases import init
+
+    torch_tpu.set_eager_mode(mode)
+    # TPU matmuls round operands to bf16 by default; compare with CPU at f32.
+    torch.set_float32_matmul_precision("highest")
+    init("cpu:gloo,tpu:tpu_dist", init_file, rank, world)
+
+
+def run_fsdp(mode, rank, world, init_file, steps=3):
+    """mode: an eager mode, optionally "+mixed" (bf16 parameters, f32 reduction)."""
+    mode, *options = mode.split("+")
+    mixed = "mixed" in options
+    start(mode, rank, world, init_file)
+    data = tokens(rank, steps)
+    tpu_losses, tpu_params = train_fsdp("tpu", data, mixed)
+    cpu_losses, cpu_params = train_fsdp("cpu", data, mixed)
+    # AdamW steps an element by lr·m/√v: where the gradient is near zero, a
+    # rounding difference moves it by a fair part of lr (1e-2); in bf16 by
+    # up to lr a step, either way, on either backend.
+    if mixed:
+        return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params,
+                            dict(rtol=2e-2, atol=2e-2), dict(rtol=2e-2, atol=5e-2))
+    return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params)
+
+
+def compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params,
+                 loss_tol=dict(rtol=1e-4, atol=1e-4), tol=dict(rtol=1e-3, atol=1e-3)):
+    results = {}
+    try:
+        torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses),
+                                   **loss_tol)
+        results["losses_match"] = "ok"
+    except AssertionError as e:
+        results["losses_match"] = f"{tpu_losses} vs {cpu_losses}: {e}"
+    try:
+        for a, b in zip(tpu_params, cpu_params):
+            torch.testing.assert_close(a, b, **tol)
+        results["params_match"] = "ok"
+    except AssertionError as e:
+        results["params_match"] = str(e)
+    results["loss_falls"] = "ok" if tpu_losses[-1] < tpu_losses[0] else str(tpu_losses)
+    return results
+
+
+def train_tp(device, steps):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16)).to(device)
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(3)  # the same batch on every rank
+    x, y = torch.randn(8, 16, generator=g).to(device), torch.randn(8, 16, generator=g).to(device)
+    losses = []
+    for _ in range(steps):
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.full_tensor().detach().cpu() for p in model.parameters()]
+
+
+def run_tp(mode, rank, world, init_file, steps=3):
+    """Tensor parallelism (ColwiseParallel then RowwiseParallel) on an MLP."""
+    start(mode, rank, world, init_file)
+    tpu_losses, tpu_params = train_tp("tpu", steps)
+    cpu_losses, cpu_params = train_tp("cpu", steps)
+    return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params)
