@@ -252,7 +252,7 @@ const std::vector<Row>& table() {
       {{"fill", "masked_fill", "index_fill", "full"}, fill_value_in_range},
       {{"pow"}, integer_power},
       {{"remainder", "fmod", "floor_divide", "div"}, integer_division},
-      {{"_fused_adam", "_fused_adamw", "_fused_sgd"}, fused_step_lists},
+      {{"_fused_adam", "_fused_adamw", "_fused_sgd", "_fused_adagrad"}, fused_step_lists},
   };
   return t;
 }

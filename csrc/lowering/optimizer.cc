@@ -1,6 +1,6 @@
-// Fused optimizer steps (`_fused_adam`, `_fused_adamw`, `_fused_sgd`, with a
-// float or a tensor learning rate): what `torch.optim.Adam/AdamW/SGD(...,
-// fused=True)` call. The functional overloads return every list the step
+// Fused optimizer steps (`_fused_adam`, `_fused_adamw`, `_fused_sgd`,
+// `_fused_adagrad`, with a float or a tensor learning rate): what
+// `torch.optim.Adam/AdamW/SGD/Adagrad(..., fused=True)` call. The functional overloads return every list the step
 // writes; the aten layer derives the in-place `_fused_*_` ops the optimizers
 // call. The whole parameter list is one program. Math as PyTorch's CPU fused
 // kernels: 16-bit parameters and states compute in f32; gradients are
@@ -47,6 +47,15 @@ struct Step {
   Value k(double v, Value like) const { return splat(b, v, ct, like.shape()); }
   Value widen(Value v) const { return b.convert(v, ct); }
   Value unscale(Value g) const { return grad_scale.valid() ? b.div(g, full(grad_scale, g)) : g; }
+  // The gradient `g0` as the update reads it: unscaled, negated to maximize,
+  // plus `wd` times `p` (coupled weight decay). Its stored form (unscaled
+  // only) goes to `written`.
+  Value gradient(Value g0, Value p, bool maximize, double wd, Values& written) const {
+    Value g = unscale(widen(g0));
+    written.push_back(finish(g, g0));
+    if (maximize) g = b.neg(g);
+    return wd != 0 ? b.add(g, b.mul(p, k(wd, p))) : g;
+  }
   // `updated` (compute type) as `old`'s type, or `old` when the step is skipped.
   Value finish(Value updated, Value old) const {
     Value r = b.convert(updated, old.dtype());
@@ -72,14 +81,11 @@ LoweringFn adam(bool decoupled) {
     Value lr = hyper(b, a[6], s.ct);
     Values params, grads, avgs, sqs, maxes;
     for (size_t i = 0; i < n; ++i) {
-      Value p0 = a[0].tensors[i], g0 = a[1].tensors[i];
-      Value p = s.widen(p0), g = s.unscale(s.widen(g0));
-      grads.push_back(s.finish(g, g0));
-      if (maximize) g = b.neg(g);
-      if (wd != 0) {
-        if (decoupled) p = b.mul(p, s.full(b.sub(b.constant(s.ct, 1), b.mul(lr, b.constant(s.ct, wd))), p));
-        else g = b.add(g, b.mul(p, s.k(wd, p)));
-      }
+      Value p0 = a[0].tensors[i];
+      Value p = s.widen(p0);
+      Value g = s.gradient(a[1].tensors[i], p, maximize, decoupled ? 0 : wd, grads);
+      if (decoupled && wd != 0)
+        p = b.mul(p, s.full(b.sub(b.constant(s.ct, 1), b.mul(lr, b.constant(s.ct, wd))), p));
       Value m = b.add(b.mul(s.widen(a[2].tensors[i]), s.k(beta1, p)), b.mul(g, s.k(1 - beta1, p)));
       Value v = b.add(b.mul(s.widen(a[3].tensors[i]), s.k(beta2, p)),
                       b.mul(b.mul(g, g), s.k(1 - beta2, p)));
@@ -122,11 +128,9 @@ Values sgd(Context& c, const Args& a) {
   Value lr = hyper(b, a[5], s.ct);
   Values params, grads, bufs;
   for (size_t i = 0; i < n; ++i) {
-    Value p0 = a[0].tensors[i], g0 = a[1].tensors[i];
-    Value p = s.widen(p0), g = s.unscale(s.widen(g0));
-    grads.push_back(s.finish(g, g0));
-    if (maximize) g = b.neg(g);
-    if (wd != 0) g = b.add(g, b.mul(p, s.k(wd, p)));
+    Value p0 = a[0].tensors[i];
+    Value p = s.widen(p0);
+    Value g = s.gradient(a[1].tensors[i], p, maximize, wd, grads);
     if (momentum != 0) {
       Value buf0 = a[2].tensors.at(i);
       Value buf = first ? g
@@ -145,6 +149,38 @@ Values sgd(Context& c, const Args& a) {
   return out;
 }
 
+// _fused_adagrad(self[], grads[], state_sums[], state_steps[], lr, lr_decay,
+//   weight_decay, eps, maximize, grad_scale?, found_inf?) -> params, grads,
+//   state sums, and (the float-lr overload) the steps, which it only reads.
+LoweringFn adagrad(bool returns_steps) {
+  return [returns_steps](Context& c, const Args& a) {
+    Builder& b = c.b;
+    const size_t n = a[0].tensors.size();
+    const double lr_decay = a[5].d, wd = a[6].d, eps = a[7].d;
+    const bool maximize = a[8].b;
+    Step s(b, compute_type(a[0]), a[9], a[10]);
+    Value lr = hyper(b, a[4], s.ct);
+    Values params, grads, sums;
+    for (size_t i = 0; i < n; ++i) {
+      Value p0 = a[0].tensors[i], sum0 = a[2].tensors[i];
+      Value p = s.widen(p0);
+      Value g = s.gradient(a[1].tensors[i], p, maximize, wd, grads);
+      Value step = scalar_of(b, a[3].tensors.at(i), s.ct);
+      Value one = b.constant(s.ct, 1);
+      Value clr = b.div(lr, b.add(one, b.mul(b.sub(step, one), b.constant(s.ct, lr_decay))));
+      Value sum = b.add(s.widen(sum0), b.mul(g, g));
+      Value std = b.add(b.sqrt(sum), s.k(eps, p));
+      p = b.sub(p, b.mul(s.full(clr, p), b.div(g, std)));
+      params.push_back(s.finish(p, p0));
+      sums.push_back(s.finish(sum, sum0));
+    }
+    Values out;
+    for (Values* list : {&params, &grads, &sums}) out.insert(out.end(), list->begin(), list->end());
+    if (returns_steps) out.insert(out.end(), a[3].tensors.begin(), a[3].tensors.end());
+    return out;
+  };
+}
+
 }  // namespace
 
 void register_optimizer(Registry& r) {
@@ -154,9 +190,12 @@ void register_optimizer(Registry& r) {
   r.add("aten::_fused_adamw.tensor_lr", adam(true));
   r.add("aten::_fused_sgd", sgd);
   r.add("aten::_fused_sgd.tensor_lr", sgd);
+  r.add("aten::_fused_adagrad", adagrad(true));
+  r.add("aten::_fused_adagrad.tensor_lr", adagrad(false));
   // A scheduled learning rate changes every step: a program input, so the
   // step compiles once. The other hyperparameters shape the program.
-  for (const char* op : {"aten::_fused_adam", "aten::_fused_adamw", "aten::_fused_sgd"})
+  for (const char* op :
+       {"aten::_fused_adam", "aten::_fused_adamw", "aten::_fused_sgd", "aten::_fused_adagrad"})
     r.float_inputs(op, {"lr"});
 }
 

@@ -139,6 +139,6 @@ void register_conv(Registry& r);
 void register_misc(Registry& r);
 void register_special(Registry& r);  // special functions, extra pointwise ops, _foreach_*
 void register_ops_gaps(Registry& r);
-void register_optimizer(Registry& r);  // fused optimizer steps (_fused_adam(w), _fused_sgd)  // hash_tensor, geqrf, linalg_lstsq (ops_gaps.cc)
+void register_optimizer(Registry& r);  // fused optimizer steps (_fused_adam(w), _sgd, _adagrad)  // hash_tensor, geqrf, linalg_lstsq (ops_gaps.cc)
 
 }  // namespace torch_tpu::lowering

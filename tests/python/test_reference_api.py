@@ -286,6 +286,10 @@ OPTIMIZERS = {
         ps, lr=0.05, momentum=0.9, nesterov=True, maximize=True, **kw),
     "sgd_tensor_lr": lambda ps, **kw: torch.optim.SGD(ps, lr=torch.tensor(0.1), momentum=0.5,
                                                      **kw),
+    "adagrad": lambda ps, **kw: torch.optim.Adagrad(ps, lr=0.1, lr_decay=0.01,
+                                                   weight_decay=0.05, **kw),
+    "adagrad_maximize_tensor_lr": lambda ps, **kw: torch.optim.Adagrad(
+        ps, lr=torch.tensor(0.1), maximize=True, **kw),
 }
 
 
@@ -357,9 +361,48 @@ def test_fused_sgd_grad_scale_and_found_inf(found_inf):
     assert_same(run("tpu"), run("cpu"), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("found_inf", [0.0, 1.0])
+def test_fused_adagrad_grad_scale_and_found_inf(found_inf):
+    def run(device):
+        lists, steps, scale, inf = _fused_args(device, found_inf)
+        params, grads, sums = lists[:3]
+        torch._fused_adagrad_(params, grads, sums, steps, lr=0.1, lr_decay=0.01,
+                              weight_decay=0.01, eps=1e-10, maximize=True,
+                              grad_scale=scale, found_inf=inf)
+        return params, grads, sums, steps
+
+    assert_same(run("tpu"), run("cpu"), atol=1e-5, rtol=1e-5)
+
+
 def test_fused_optimizer_bad_input_raises():
     p = torch.zeros(3, device="tpu")
     with pytest.raises(RuntimeError):
         torch._fused_adamw_([p], [torch.zeros(4, device="tpu")], [p.clone()], [p.clone()], [],
                             [torch.tensor(1.0, device="tpu")], lr=0.1, beta1=0.9, beta2=0.99,
                             weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fused_opt", ["adamw", "sgd"])
+def test_fused_step_with_a_scheduled_lr_compiles_once(fused_opt, mode):
+    params = [torch.randn(4, 3).to("tpu").requires_grad_()]
+    make = {"adamw": lambda: torch.optim.AdamW(params, lr=0.1, fused=True),
+            "sgd": lambda: torch.optim.SGD(params, lr=0.1, momentum=0.9, fused=True)}
+    opt = make[fused_opt]()
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.5)
+    grad = torch.ones(4, 3).to("tpu")
+
+    def step():
+        params[0].grad = grad.clone()
+        opt.step()
+        sched.step()
+        torch.tpu.synchronize()
+
+    with torch_tpu.eager_mode(mode):
+        for _ in range(3):  # warm-up: first step, momentum's first step
+            step()
+        before = torch_tpu.cache_stats()["misses"]
+        for _ in range(4):
+            step()
+        assert torch_tpu.cache_stats()["misses"] == before
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** 7)
