@@ -83,6 +83,14 @@ class device:
         return False
 
 
+class device_of(device):
+    """Makes the device of tensor `obj` current inside the block; for a tensor
+    on another device the current device stays (torch.cuda.device_of)."""
+
+    def __init__(self, obj):
+        super().__init__(obj.device if obj.device.type == "tpu" else current_device())
+
+
 def synchronize(device=None) -> None:
     _C._synchronize()
 

@@ -200,6 +200,14 @@ def test_device_functions():
         torch.tpu.set_device("cpu")
 
 
+def test_device_of():
+    x = torch.ones(2, device="tpu:0")
+    with torch.tpu.device_of(x):
+        assert torch.tpu.current_device() == 0
+    with torch.tpu.device_of(torch.ones(2)):  # a CPU tensor leaves the current device
+        assert torch.tpu.current_device() == 0
+
+
 def test_manual_seed_reproduces_draws():
     torch.tpu.manual_seed(1234)
     a = torch.rand(16, device="tpu").cpu()
