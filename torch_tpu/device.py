@@ -1,9 +1,16 @@
-"""The `torch.tpu` device module."""
-import contextlib
+"""The `torch.tpu` device module.
+
+Its names follow torch.cuda and the reference TorchTPU's `torch.tpu`:
+`EagerMode`, `set_eager_mode` (a setter that is also a context manager), the
+`eager_mode` property (get and set), `Precision` and `precision`.
+"""
+import sys
+import types
 
 import torch
 
 from . import _C
+from .modes import EagerMode, get_eager_mode, set_eager_mode
 
 
 def _index(device=None) -> int:
@@ -76,6 +83,14 @@ class device:
         return False
 
 
+class device_of(device):
+    """Makes the device of tensor `obj` current inside the block; for a tensor
+    on another device the current device stays (torch.cuda.device_of)."""
+
+    def __init__(self, obj):
+        super().__init__(obj.device if obj.device.type == "tpu" else current_device())
+
+
 def synchronize(device=None) -> None:
     _C._synchronize()
 
@@ -129,6 +144,11 @@ def initial_seed() -> int:
     return _C._initial_seed(current_device())
 
 
+def default_generators() -> tuple:
+    """Each device's default torch.Generator (torch.cuda.default_generators)."""
+    return tuple(_C._default_generator(i) for i in range(device_count()))
+
+
 def get_rng_state(device="tpu") -> torch.Tensor:
     seed_value, offset = _C._get_rng_state(_check(_index(device)))
     return torch.tensor([seed_value, offset], dtype=torch.uint64).view(torch.uint8)
@@ -153,26 +173,46 @@ def set_rng_state_all(states) -> None:
 
 
 # ---- memory --------------------------------------------------------------------
+# One source: the C++ allocator (a c10::DeviceAllocator) that torch.accelerator
+# reads too. Nothing is cached, so reserved equals allocated.
 
 def memory_stats(device=None) -> dict:
-    return dict(_C._memory_stats(_check(_index(device))))
+    return dict(torch.accelerator.memory_stats(_check(_index(device))))
 
 
 def memory_allocated(device=None) -> int:
-    return memory_stats(device)["allocated_bytes.all.current"]
+    return torch.accelerator.memory_allocated(_check(_index(device)))
 
 
 def max_memory_allocated(device=None) -> int:
-    return memory_stats(device)["allocated_bytes.all.peak"]
+    return torch.accelerator.max_memory_allocated(_check(_index(device)))
+
+
+def memory_reserved(device=None) -> int:
+    return torch.accelerator.memory_reserved(_check(_index(device)))
+
+
+def max_memory_reserved(device=None) -> int:
+    return torch.accelerator.max_memory_reserved(_check(_index(device)))
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    _C._reset_peak_memory(_check(_index(device)))
+    torch.accelerator.reset_peak_memory_stats(_check(_index(device)))
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_check(_index(device)))
+
+
+def mem_get_info(device=None) -> tuple:
+    """(free, total) bytes: the plugin's device limit, else the host's memory."""
+    return torch.accelerator.get_memory_info(_check(_index(device)))
 
 
 def empty_cache() -> None:
-    """Device arrays are freed as soon as their tensors die; nothing is cached."""
-    _C._synchronize()
+    """Device arrays are freed as soon as their tensors die; nothing is cached.
+    Finishes queued work so that arrays only it still held are freed too."""
+    torch.accelerator.empty_cache()
 
 
 def get_amp_supported_dtype():
@@ -181,7 +221,29 @@ def get_amp_supported_dtype():
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
-from .precision import precision, get_precision, set_precision  # noqa: E402,F401
+from .precision import Precision, precision, get_precision, set_precision  # noqa: E402,F401
 from .streams import (  # noqa: E402,F401
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
 )
+
+
+class _DeviceModule(types.ModuleType):
+    """`torch.tpu`'s properties: `eager_mode` (the reference's: read it, or
+    assign a mode) and `default_generators` (a tuple, as torch.cuda's)."""
+
+    @property
+    def eager_mode(self) -> EagerMode:
+        return get_eager_mode()
+
+    @eager_mode.setter
+    def eager_mode(self, mode) -> None:
+        set_eager_mode(mode)
+
+    @property
+    def default_generators(self) -> tuple:
+        return _default_generators()
+
+
+_default_generators = default_generators
+del default_generators
+sys.modules[__name__].__class__ = _DeviceModule

@@ -23,36 +23,60 @@ def get_eager_mode() -> EagerMode:
     return EagerMode(_C._get_mode())
 
 
-def set_eager_mode(mode) -> None:
-    """Sets the eager mode; pending work is flushed first."""
+def _parse(mode) -> EagerMode:
     if isinstance(mode, str):
         try:
-            mode = EagerMode[mode.upper()]
+            return EagerMode[mode.upper()]
         except KeyError:
-            raise ValueError(f"unknown eager mode {mode!r}; choose one of "
-                             f"{[m.name for m in EagerMode]}") from None
-    if not isinstance(mode, EagerMode):
-        try:
-            mode = EagerMode(mode)
-        except ValueError:
-            raise ValueError(f"unknown eager mode {mode!r}; choose one of "
-                             f"{[m.name for m in EagerMode]}") from None
-    _C._set_mode(int(mode))
+            pass
+    elif isinstance(mode, enum.Enum) and type(mode).__name__ == "EagerMode":
+        # the reference's EagerMode (same names) from a package written for it
+        mode = EagerMode.__members__.get(mode.name, mode)
+    try:
+        return EagerMode(mode)
+    except ValueError:
+        raise ValueError(f"unknown eager mode {mode!r}; choose one of "
+                         f"{[m.name for m in EagerMode]}") from None
+
+
+class set_eager_mode:
+    """Sets the eager mode now (pending work is flushed first). Used as a
+    context manager, the previous mode comes back when the block ends:
+
+        torch.tpu.set_eager_mode(torch.tpu.EagerMode.DEFER_AND_FUSE)
+        with torch.tpu.set_eager_mode("defer_never_and_launch_blocking"):
+            ...
+    """
+
+    def __init__(self, mode):
+        mode = _parse(mode)
+        self._previous = get_eager_mode()
+        self.mode = mode
+        _C._set_mode(int(mode))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_mode(int(self._previous))
+        return False
+
+    def __repr__(self):
+        return f"torch.tpu.set_eager_mode({self.mode.name})"
 
 
 @contextlib.contextmanager
 def eager_mode(mode):
-    """Runs the block in `mode`, restoring the previous mode afterwards."""
-    previous = get_eager_mode()
-    set_eager_mode(mode)
-    try:
+    """Runs the block in `mode`, restoring the previous mode afterwards
+    (`torch_tpu.eager_mode`; `torch.tpu.eager_mode` is the reference's
+    property, and `with torch.tpu.set_eager_mode(mode):` does this)."""
+    with set_eager_mode(mode):
         yield
-    finally:
-        set_eager_mode(previous)
 
 
 def _mode_from_env():
-    if os.environ.get("TPU_LAUNCH_BLOCKING", "0") == "1":
+    # TORCH_TPU_LAUNCH_BLOCKING is the reference's name for TPU_LAUNCH_BLOCKING.
+    if "1" in (os.environ.get("TPU_LAUNCH_BLOCKING"), os.environ.get("TORCH_TPU_LAUNCH_BLOCKING")):
         return EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
     if os.environ.get("TORCH_TPU_DEFER_AND_FUSE", "0") == "1":
         return EagerMode.DEFER_AND_FUSE

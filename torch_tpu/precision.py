@@ -17,14 +17,29 @@ emitted explicitly. Without a `torch.tpu.precision` setting,
 `torch.set_float32_matmul_precision` chooses ("medium" → default, "high" →
 high, "highest" → highest) once it has been called; otherwise the mode is
 "default", as on a TPU. bf16/f16 matmuls always accumulate in f32.
+
+`torch.tpu.Precision` names the modes as the reference TorchTPU does
+(`Precision.DEFAULT`, `HIGH`, `HIGHEST`) plus our `FLOAT32`; it is accepted
+wherever a mode string is.
 """
+import enum
+
 from . import _C
 
 _MODES = ("default", "high", "highest", "float32")
 _ALIASES = {"medium": "default", "ieee": "float32", "fp32": "float32"}
 
 
+class Precision(enum.Enum):
+    DEFAULT = "default"
+    HIGH = "high"
+    HIGHEST = "highest"
+    FLOAT32 = "float32"
+
+
 def _code(mode) -> int:
+    if isinstance(mode, enum.Enum) and type(mode).__name__ == "Precision":
+        mode = mode.name  # ours, or the reference's enum of the same names
     if isinstance(mode, str):
         name = mode.lower()
         name = _ALIASES.get(name, name)
@@ -66,4 +81,4 @@ class precision:
         return f"torch.tpu.precision({self.mode!r})"
 
 
-__all__ = ["precision", "get_precision", "set_precision"]
+__all__ = ["Precision", "precision", "get_precision", "set_precision"]

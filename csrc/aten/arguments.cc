@@ -85,6 +85,14 @@ hlo::Value number(ArgReader& r, const c10::Scalar& s, bool wide) {
 
 }  // namespace
 
+Arg float_input(ArgReader& r, double v, const CallState& s) {
+  Arg a;
+  a.kind = Arg::kTensor;
+  a.scalar = true;
+  a.tensor = number(r, c10::Scalar(v), s.wide);
+  return a;
+}
+
 Arg convert(ArgReader& r, const c10::Argument& schema_arg, const c10::IValue& v, CallState& s) {
   Arg a;
   c10::TypePtr type = schema_arg.real_type();

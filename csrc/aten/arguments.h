@@ -38,5 +38,8 @@ class ArgReader {
 
 lowering::Arg convert(ArgReader& r, const c10::Argument& schema_arg, const c10::IValue& v,
                       CallState& s);
+// A float argument as a 0-d program input, typed as a Python number would be
+// (a weak scalar; f64 only beside f64 tensors).
+lowering::Arg float_input(ArgReader& r, double v, const CallState& s);
 
 }  // namespace torch_tpu::aten

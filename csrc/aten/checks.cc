@@ -206,6 +206,28 @@ void round_decimals(const c10::FunctionSchema& s, Args args, const OpMeta& m, Mu
   if (s.overload_name() == "decimals") floating_only(s, args, m, mutated);
 }
 
+// The fused optimizer steps: every non-empty list pairs with the parameters,
+// tensor by tensor, in shape and device (CPU's fused kernels check the same).
+void fused_step_lists(const c10::FunctionSchema& s, Args args, const OpMeta&, Mutated) {
+  const auto& params = args[0].toTensorList();
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (!args[i].isTensorList()) continue;
+    const auto& list = args[i].toTensorList();
+    const std::string& name = s.arguments()[i].name();
+    if (list.empty() && (name == "max_exp_avg_sqs" || name == "momentum_buffer_list")) continue;
+    TORCH_CHECK(list.size() == params.size(), base_name(s), ": ", name, " has ", list.size(),
+                " tensors but there are ", params.size(), " parameters");
+    if (name == "state_steps") continue;
+    for (size_t k = 0; k < list.size(); ++k) {
+      const at::Tensor& t = list.get(k);
+      const at::Tensor& p = params.get(k);
+      TORCH_CHECK(t.sizes() == p.sizes() && t.device() == p.device(), base_name(s), ": ", name,
+                  "[", k, "] has shape ", t.sizes(), " on ", t.device(), " but parameter ", k,
+                  " has shape ", p.sizes(), " on ", p.device());
+    }
+  }
+}
+
 struct Row {
   std::set<std::string> ops;
   Check check;
@@ -230,6 +252,7 @@ const std::vector<Row>& table() {
       {{"fill", "masked_fill", "index_fill", "full"}, fill_value_in_range},
       {{"pow"}, integer_power},
       {{"remainder", "fmod", "floor_divide", "div"}, integer_division},
+      {{"_fused_adam", "_fused_adamw", "_fused_sgd", "_fused_adagrad"}, fused_step_lists},
   };
   return t;
 }

@@ -244,10 +244,7 @@ bool try_defer(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
   largs.reserve(plan.inputs.size() + 1);
   uint64_t sig = mix(reinterpret_cast<uintptr_t>(&plan), plan.inputs.size());
   for (size_t i : plan.inputs) {
-    if (omits(plan, args, i))
-      largs.emplace_back();
-    else
-      largs.push_back(convert(capture, schema.arguments()[i], args[i], state));
+    largs.push_back(input_arg(plan, capture, schema, args, i, state));
     sig = mix_arg(sig, largs.back());
     if (!capture.ok) return false;
   }

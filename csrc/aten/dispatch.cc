@@ -70,6 +70,12 @@ bool writes(const c10::Argument& a) {
   return a.alias_info() != nullptr && a.alias_info()->isWrite();
 }
 
+// Whether a non-out argument of `s` is written.
+bool writes_inputs(const c10::FunctionSchema& s) {
+  return std::any_of(s.arguments().begin(), s.arguments().end(),
+                     [](const c10::Argument& a) { return !a.is_out() && writes(a); });
+}
+
 // native_batch_norm updates its running stats (arguments 3 and 4) in place
 // although its schema does not mark them as written.
 bool writes_undeclared(const c10::FunctionSchema& s, size_t i) {
@@ -150,12 +156,7 @@ void lower_now(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
   Bind bind(e);
   Args largs;
   largs.reserve(plan.inputs.size());
-  for (size_t i : plan.inputs) {
-    if (omits(plan, args, i))
-      largs.emplace_back();
-    else
-      largs.push_back(convert(bind, schema.arguments()[i], args[i], state));
-  }
+  for (size_t i : plan.inputs) largs.push_back(input_arg(plan, bind, schema, args, i, state));
   if (plan.implicit_generator)
     largs.push_back(convert(bind, default_generator_argument(), c10::IValue(), state));
   lowering::Context ctx{e.builder(), meta.types, lowering::LazyPrecision(&current_precision),
@@ -198,6 +199,14 @@ void lower_now(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
 bool omits(const Plan& plan, c10::ArrayRef<c10::IValue> args, size_t i) {
   return is_unit(args[i]) && std::find(plan.unit_scales.begin(), plan.unit_scales.end(),
                                        static_cast<int>(i)) != plan.unit_scales.end();
+}
+
+lowering::Arg input_arg(const Plan& plan, ArgReader& r, const c10::FunctionSchema& schema,
+                        c10::ArrayRef<c10::IValue> args, size_t i, CallState& state) {
+  if (omits(plan, args, i)) return {};
+  if (std::find(plan.float_inputs.begin(), plan.float_inputs.end(), i) != plan.float_inputs.end())
+    return float_input(r, args[i].toDouble(), state);
+  return convert(r, schema.arguments()[i], args[i], state);
 }
 
 Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c10::IValue> args) {
@@ -356,6 +365,9 @@ void register_lowered_ops(torch::Library& m) {
       const std::string& arg = schema.arguments()[i].name();
       if ((arg == "alpha" || arg == "beta") && registry.omits_unit_scales(lowering_name))
         p.unit_scales.push_back(static_cast<int>(i));
+      if (schema.arguments()[i].real_type()->kind() == c10::TypeKind::FloatType &&
+          registry.float_input(lowering_name, arg))
+        p.float_inputs.push_back(i);
       p.inputs.push_back(i);
     }
     p.implicit_generator = implicit_generator(schema);
@@ -411,6 +423,10 @@ void register_lowered_ops(torch::Library& m) {
           !(overload.empty() && opname.overload_name == "Tensor"))
         continue;
       if (!same_arguments(fh->schema(), schema, inputs)) continue;
+      // An out= variant that also writes arguments its functional returns
+      // as results (the _fused_* optimizer steps) is not derived: the
+      // results would land in the wrong tensors.
+      if (has_out && writes_inputs(schema) && !writes_inputs(fh->schema())) continue;
       add_plan(*handle, candidate, inplace ? fh : std::nullopt);
       break;
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../lowering/registry.h"
+#include "arguments.h"
 #include "checks.h"
 #include "meta.h"
 
@@ -24,6 +25,7 @@ struct Plan {
   std::vector<size_t> generators;       // Generator? arguments
   bool implicit_generator = false;      // draws from the default generator unasked
   std::vector<int> unit_scales;         // `alpha`/`beta` arguments left out when 1
+  std::vector<size_t> float_inputs;     // float arguments passed as program inputs
   std::vector<Check> checks;            // CPU's checks the meta function leaves out
   // An in-place variant's functional operator: its result dtype must cast
   // to the written tensor's (PyTorch's in-place result-type rule).
@@ -36,6 +38,11 @@ struct Plan {
 // Whether argument `i` is an `alpha`/`beta` of exactly 1 that the lowering
 // leaves out (Plan::unit_scales).
 bool omits(const Plan& plan, c10::ArrayRef<c10::IValue> args, size_t i);
+
+// Input `i` of a call as its lowering receives it: left out (omits), a float
+// as a program input (Plan::float_inputs), or as `convert` makes it.
+lowering::Arg input_arg(const Plan& plan, ArgReader& r, const c10::FunctionSchema& schema,
+                        c10::ArrayRef<c10::IValue> args, size_t i, CallState& state);
 
 // One call's outcome: the output metadata and the fresh (non-aliasing)
 // result tensors in order. Written arguments have been updated in place.

@@ -5,10 +5,11 @@
 #pragma once
 
 #include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Storage.h>
 
-#include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "../engine/value.h"
 
@@ -29,12 +30,18 @@ struct StorageState {
 StorageState& state_of(const c10::Storage& storage);
 StorageState& state_of(const at::TensorBase& tensor);
 
-// The allocator registered for the PrivateUse1 device type.
+// The allocator registered for the PrivateUse1 device type. It is a
+// c10::DeviceAllocator, so `torch.accelerator`'s memory API reads it.
 c10::Allocator* allocator();
 
-struct MemoryStats {
-  std::atomic<int64_t> allocated{0}, peak{0}, allocations{0}, frees{0};
-};
-MemoryStats& memory_stats(int device);
+// Per-device statistics in PyTorch's allocator shape. Nothing is cached: a
+// storage's device array is freed with it, so reserved == allocated == active
+// and a storage is one segment. Device indices are checked (c10::Error).
+void record_allocation(int device, size_t bytes);
+void record_free(int device, size_t bytes);
+void record_resize(int device, size_t old_bytes, size_t new_bytes);
+c10::CachingDeviceAllocator::DeviceStats device_stats(int device);
+void reset_peak_stats(int device);
+void reset_accumulated_stats(int device);
 
 }  // namespace torch_tpu::aten

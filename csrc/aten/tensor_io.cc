@@ -373,11 +373,7 @@ void resize_storage(const c10::Storage& storage, size_t bytes) {
     st.value = e.produce(v);
     e.end("resize");
   }
-  auto& stats = memory_stats(st.device);
-  int64_t now = stats.allocated += static_cast<int64_t>(bytes) - static_cast<int64_t>(st.nbytes);
-  int64_t peak = stats.peak.load();
-  while (now > peak && !stats.peak.compare_exchange_weak(peak, now)) {
-  }
+  record_resize(st.device, st.nbytes, bytes);
   st.nbytes = bytes;
   storage.unsafeGetStorageImpl()->set_nbytes(bytes);
 }

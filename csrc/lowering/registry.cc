@@ -16,6 +16,7 @@ Registry& Registry::get() {
     register_conv(*r);
     register_misc(*r);
     register_ops_gaps(*r);
+    register_optimizer(*r);
     register_special(*r);  // last: _foreach_* wrap lowerings registered above
     return r;
   }();

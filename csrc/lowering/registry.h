@@ -109,10 +109,21 @@ class Registry {
   // kernels skip it.
   void omit_unit_scales(const std::string& op) { unit_scales_.insert(op); }
   bool omits_unit_scales(const std::string& op) const { return unit_scales_.count(op) != 0; }
+  // `op`'s float arguments `names` arrive as 0-d program inputs (kTensor,
+  // weak scalars) instead of static values, so a changing value (a
+  // scheduled learning rate) does not compile a new program.
+  void float_inputs(const std::string& op, std::set<std::string> names) {
+    float_inputs_[op] = std::move(names);
+  }
+  bool float_input(const std::string& op, const std::string& name) const {
+    auto it = float_inputs_.find(op);
+    return it != float_inputs_.end() && it->second.count(name) != 0;
+  }
 
  private:
   std::map<std::string, LoweringFn> fns_;
   std::set<std::string> unit_scales_;
+  std::map<std::string, std::set<std::string>> float_inputs_;
 };
 
 // One registration function per op family (a file each).
@@ -127,6 +138,7 @@ void register_factory(Registry& r);
 void register_conv(Registry& r);
 void register_misc(Registry& r);
 void register_special(Registry& r);  // special functions, extra pointwise ops, _foreach_*
-void register_ops_gaps(Registry& r);  // hash_tensor, geqrf, linalg_lstsq (ops_gaps.cc)
+void register_ops_gaps(Registry& r);
+void register_optimizer(Registry& r);  // fused optimizer steps (_fused_adam(w), _sgd, _adagrad)  // hash_tensor, geqrf, linalg_lstsq (ops_gaps.cc)
 
 }  // namespace torch_tpu::lowering

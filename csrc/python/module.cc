@@ -5,6 +5,7 @@
 
 #include <ATen/core/Generator.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/Generator.h>
 
 #include "../aten/autograd_exit.h"
 #include "../aten/device.h"
@@ -169,25 +170,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_precision_override", &torch_tpu::aten::precision_override);
   m.def("_current_precision", [] { return static_cast<int>(torch_tpu::aten::current_precision()); });
   m.def("_set_log_ops", &torch_tpu::aten::set_log_ops);
-  m.def("_memory_stats", [](int device) {
-    auto& s = torch_tpu::aten::memory_stats(device);
-    py::dict d;
-    d["allocated_bytes.all.current"] = s.allocated.load();
-    d["allocated_bytes.all.peak"] = s.peak.load();
-    d["allocation.all.allocated"] = s.allocations.load();
-    d["allocation.all.freed"] = s.frees.load();
-    return d;
-  });
-  m.def("_reset_peak_memory", [](int device) {
-    auto& s = torch_tpu::aten::memory_stats(device);
-    s.peak = s.allocated.load();
-  });
   m.def("_manual_seed", [](int device, uint64_t seed) {
     auto gen = torch_tpu::aten::default_generator(device);
     std::lock_guard<std::mutex> lock(gen.mutex());
     generator(device)->set_current_seed(seed);
   });
   m.def("_seed", [](int device) { return generator(device)->seed(); });
+  // The device's default generator as a torch.Generator (the same object
+  // random ops draw from when given none).
+  m.def("_default_generator", [](int device) {
+    torch_tpu::aten::check_device(device);
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(torch_tpu::aten::default_generator(device)));
+  });
   m.def("_initial_seed", [](int device) { return generator(device)->current_seed(); });
   m.def("_get_rng_state", [](int device) {
     auto* g = generator(device);
