@@ -17,7 +17,8 @@
 // is compiled again (or loaded from disk) when it comes back; an executable
 // still running or held by a caller stays alive through its shared pointer.
 //
-// Tiered compilation (set_tiered; the engine turns it on for XLA:CPU): a
+// Tiered compilation (set_tiered; the engine turns it on for XLA:CPU when
+// TORCH_TPU_TIERED_COMPILE=1): a
 // program missing from both tiers is compiled quickly, with the backend's
 // optimizations off (pjrt::Client::compile's `quick`: about half the compile
 // time, slower code), so a first step or a first generate() waits less;

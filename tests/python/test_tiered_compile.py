@@ -14,8 +14,17 @@ import torch
 
 import torch_tpu
 
-pytestmark = pytest.mark.skipif(not torch_tpu._C._tiered_compile(),
-                                reason="tiered compilation is on for XLA:CPU only")
+pytestmark = pytest.mark.skipif(torch_tpu._C._platform()[0] != "cpu",
+                                reason="tiered compilation is for XLA:CPU only")
+
+
+@pytest.fixture(autouse=True)
+def tiered():
+    # Opt-in (TORCH_TPU_TIERED_COMPILE=1); on for these tests only.
+    was = torch_tpu._C._tiered_compile()
+    torch_tpu._C._set_tiered_compile(True)
+    yield
+    torch_tpu._C._set_tiered_compile(was)
 
 
 def _step(x, w, layers=24):
@@ -104,7 +113,7 @@ def test_exit_while_an_optimizing_compile_runs_is_clean(tmp_path):
                 f()
         print("done", torch_tpu.metrics().get("compiles"))
     """)
-    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0", TORCH_TPU_TIERED_COMPILE="1")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -128,7 +137,8 @@ def test_quick_and_optimized_executables_are_reused_from_disk(tmp_path):
         m = torch_tpu.metrics()
         print(m.get("compiles", 0), m.get("cache_disk_hits", 0), m.get("tier_upgrades", 0))
     """)
-    env = dict(os.environ, TORCH_TPU_DISK_CACHE="1", TORCH_TPU_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="1", TORCH_TPU_CACHE_DIR=str(tmp_path),
+               TORCH_TPU_TIERED_COMPILE="1")
 
     def run(runs):
         proc = subprocess.run([sys.executable, "-c", script, str(runs)], capture_output=True,
