@@ -730,13 +730,8 @@ void Engine::raise_failure(const std::string& message, int code) {
 pjrt::BufferPtr Engine::buffer(const ValuePtr& v, const char* cause) {
   auto guard = lock();
   if (v->error_) throw pjrt::Error(*v->error_);
-  if (!v->materialized()) {
-    Recorder* r = recorder_of(*v);
-    if (r == &mine())
-      flush_program(cause);
-    else if (r)
-      flush_recorder(*r, cause);
-  }
+  // Flushed in the recording it is pending in: this thread's or another's.
+  if (Recorder* r = recorder_of(*v)) flush_recorder(*r, cause);
   if (!v->materialized()) throw pjrt::Error("internal: value not materialized after flush");
   return v->buffer_;
 }

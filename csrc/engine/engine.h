@@ -181,11 +181,6 @@ class Engine {
   }
   bool defer_lowering() const { return defer_lowering_; }
 
-  // Ops recorded in this thread's pending program (0 when nothing is pending).
-  size_t pending_ops() {
-    auto guard = lock();
-    return mine().ops;
-  }
   Metrics& metrics() { return metrics_; }
   Cache& cache() { return *cache_; }
   // Empties the compile cache (and its directory if `disk`); compiles after

@@ -41,9 +41,6 @@ class LoopDetector {
   void restart();
   // A cut waits for the host's request (or the next op).
   bool cut_pending() const { return pending_; }
-  // Ops recorded since the restart, and the body rule 1 matches.
-  size_t recorded() const { return current_.size(); }
-  size_t body() const { return body_.size(); }
   // Rule 2 found the period this recording is cut at.
   bool found() const { return found_ != 0; }
 
