@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "elf_check.h"
+#include "log_level.h"
 
 namespace torch_tpu::pjrt {
 
@@ -69,6 +70,7 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
     throw Error("PJRT plugin '" + path + "' is damaged (" + damage +
                 "; a truncated download or copy?). " + reinstall_hint(path));
   }
+  apply_plugin_log_level();  // read by the plugin at its first log line
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     throw Error("cannot load PJRT plugin '" + path + "': " + ::dlerror());
