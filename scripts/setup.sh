@@ -24,9 +24,10 @@ PY="${PYTHON:-python3}"
 # torch is pinned to the CPU build (a plain `torch` would pull a CUDA build);
 # every package beside it is pinned to a version that keeps that pin.
 # transformers: the Hugging Face models the tests train and run (tiny configs,
-# no downloads).
+# no downloads); accelerate: what its Trainer runs on (checked with
+# `pip install --dry-run accelerate==1.15.0`: it keeps the torch pin).
 .venv/bin/pip install -q --disable-pip-version-check \
   "torch==2.13.0" "xla-cpu-pjrt" numpy pytest ninja "cmake>=3.18" setuptools wheel \
-  "transformers==5.24.0"
+  "transformers==5.24.0" "accelerate==1.15.0"
 # No build isolation: the build must see the torch installed above.
 .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
