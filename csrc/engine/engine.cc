@@ -396,7 +396,9 @@ void Engine::set_warning_handler(std::function<void(const std::string&)> handler
 
 void Engine::end(const char* op, const std::string* site) {
   ++r_->ops;
-  if (site != r_->last_site) {
+  // An op without a site (a copy the autocast backward makes) says nothing
+  // of where the user's code is: it does not end a run of that code.
+  if (site != nullptr && site != r_->last_site) {
     r_->last_site = site;
     ++run_;
   }

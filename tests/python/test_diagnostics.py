@@ -45,6 +45,24 @@ def test_one_run_of_a_line_compiling_several_shapes_does_not_warn():
     assert model[0].weight.grad is not None
 
 
+def test_autocast_training_warm_up_does_not_warn():
+    # Under bf16 autocast the backward of one line interleaves its programs
+    # with site-less copies (the f32 gradients of bf16 casts): still one run.
+    torch.manual_seed(0)
+    widths = [3, 5, 7, 9, 11, 13]
+    model = torch.nn.Sequential(*[torch.nn.Linear(a, b) for a, b in zip(widths, widths[1:])]).to("tpu")
+    x = torch.randn(2, 3, device="tpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            with torch.autocast("tpu", dtype=torch.bfloat16):
+                out = model(x).float().sum()
+            out.backward()
+        torch.tpu.synchronize()
+    assert not [w for w in caught if "has compiled" in str(w.message)]
+    assert model[0].weight.grad.dtype == torch.float32
+
+
 def test_recompiling_after_a_cache_clear_is_not_a_recompilation():
     def step():
         (torch.ones(4, 6, device="tpu") * 5).cpu()  # one site, one program
