@@ -311,6 +311,14 @@ class Engine {
     Mode mode;
   };
   std::deque<InFlight> in_flight_;
+  // The references those launched programs hold, per input buffer. They are
+  // no reason not to donate a buffer (PJRT orders a donation after the reads
+  // already launched), and counting them made donation — part of the
+  // program — depend on whether earlier programs had finished: a steady
+  // Strict loop compiled a new program at random steps.
+  std::unordered_map<const pjrt::Buffer*, int> in_flight_refs_;
+  // Drops `l`'s references to its inputs (and their counts).
+  void retire(InFlight& l);
   // Programs that failed after their launch (an out-of-memory of their
   // temporaries), not yet reported: the next host read or synchronize
   // raises the first, naming its ops.
