@@ -151,12 +151,16 @@ class Engine {
   void set_mode(Mode m);
 
   // ---- deferred lowering (deferred.h); callers hold lock() ----
-  // Whether the next op may be recorded as a DeferredOp: Fused Eager, and
-  // nothing of the current recording has been lowered yet.
+  // Every eager mode records an op whose signature lowered before as a
+  // DeferredOp, and a flush finds the program of a known trace without
+  // lowering (Strict is a trace of one op flushed at once). Graph capture
+  // (kDeferAll) lowers as it records: it hands out the program's text.
+  // Whether the next op may be recorded as a DeferredOp: nothing of the
+  // current recording has been lowered yet.
   bool deferring() const { return deferral_enabled() && r_->state != Recorder::State::kBuilder; }
-  // Fused Eager with deferral on: signatures are worth noting even while
+  // Deferral is on for this mode: signatures are worth noting even while
   // the recording is in the builder (they are deferred the next time).
-  bool deferral_enabled() const { return mode_ == Mode::kDeferAndFuse && defer_lowering_; }
+  bool deferral_enabled() const { return mode_ != Mode::kDeferAll && defer_lowering_; }
 
   // `v` as a deferred op's input; a materialized value's buffer becomes an
   // external input (checked to be on the recording's device).
