@@ -547,8 +547,10 @@ Engine::Priors Engine::take_priors(const std::vector<ValuePtr>& outputs) {
 
 bool Engine::donatable(const pjrt::BufferPtr& buffer, const Priors& priors) const {
   if (!donate_) return false;
-  auto it = priors.held.find(buffer.get());
-  return buffer.use_count() == 1 + (it == priors.held.end() ? 0 : it->second);
+  long others = 0;
+  if (auto it = priors.held.find(buffer.get()); it != priors.held.end()) others += it->second;
+  if (auto it = in_flight_refs_.find(buffer.get()); it != in_flight_refs_.end()) others += it->second;
+  return buffer.use_count() == 1 + others;
 }
 
 void Engine::abandon(const std::vector<ValuePtr>& values, const std::vector<ValuePtr>& priors,
@@ -688,12 +690,22 @@ void Engine::launched(std::shared_ptr<pjrt::Event> done,
     done->await();
     return;
   }
+  for (const auto& b : inputs) ++in_flight_refs_[b.get()];
   in_flight_.push_back(InFlight{std::move(done), inputs, ops ? *ops : std::vector<OpSite>{}, mode});
+}
+
+void Engine::retire(InFlight& l) {
+  for (auto& b : l.inputs) {
+    auto it = in_flight_refs_.find(b.get());
+    if (--it->second == 0) in_flight_refs_.erase(it);
+  }
+  l.inputs.clear();
 }
 
 void Engine::release_finished() {
   while (!in_flight_.empty() && in_flight_.front().done->is_ready()) {
     note_failure(in_flight_.front());
+    retire(in_flight_.front());
     in_flight_.pop_front();
   }
 }
@@ -716,6 +728,7 @@ void Engine::raise_failure(const std::string& message, int code) {
       continue;
     }
     note_failure(*it);
+    retire(*it);
     it = in_flight_.erase(it);
   }
   std::string context;
@@ -798,6 +811,7 @@ void Engine::synchronize() {
   // Failures found here or earlier (a finished launch released by a later
   // one) are raised once, naming the first failed program's ops.
   auto guard = lock();
+  for (auto& l : launches) retire(l);
   if (failures_.empty()) {
     guard.unlock();
     verify_checks();

@@ -151,12 +151,16 @@ class Engine {
   void set_mode(Mode m);
 
   // ---- deferred lowering (deferred.h); callers hold lock() ----
-  // Whether the next op may be recorded as a DeferredOp: Fused Eager, and
-  // nothing of the current recording has been lowered yet.
+  // Every eager mode records an op whose signature lowered before as a
+  // DeferredOp, and a flush finds the program of a known trace without
+  // lowering (Strict is a trace of one op flushed at once). Graph capture
+  // (kDeferAll) lowers as it records: it hands out the program's text.
+  // Whether the next op may be recorded as a DeferredOp: nothing of the
+  // current recording has been lowered yet.
   bool deferring() const { return deferral_enabled() && r_->state != Recorder::State::kBuilder; }
-  // Fused Eager with deferral on: signatures are worth noting even while
+  // Deferral is on for this mode: signatures are worth noting even while
   // the recording is in the builder (they are deferred the next time).
-  bool deferral_enabled() const { return mode_ == Mode::kDeferAndFuse && defer_lowering_; }
+  bool deferral_enabled() const { return mode_ != Mode::kDeferAll && defer_lowering_; }
 
   // `v` as a deferred op's input; a materialized value's buffer becomes an
   // external input (checked to be on the recording's device).
@@ -311,6 +315,14 @@ class Engine {
     Mode mode;
   };
   std::deque<InFlight> in_flight_;
+  // The references those launched programs hold, per input buffer. They are
+  // no reason not to donate a buffer (PJRT orders a donation after the reads
+  // already launched), and counting them made donation — part of the
+  // program — depend on whether earlier programs had finished: a steady
+  // Strict loop compiled a new program at random steps.
+  std::unordered_map<const pjrt::Buffer*, int> in_flight_refs_;
+  // Drops `l`'s references to its inputs (and their counts).
+  void retire(InFlight& l);
   // Programs that failed after their launch (an out-of-memory of their
   // temporaries), not yet reported: the next host read or synchronize
   // raises the first, naming its ops.
