@@ -16,9 +16,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "device.h"
 #include "defer.h"
+#include "device.h"
 #include "dispatch.h"
+#include "op_list.h"
 #include "storage.h"
 #include "tensor_io.h"
 
@@ -174,23 +175,24 @@ TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", empty_memory_format);
-  m.impl("empty_strided", empty_strided);
-  m.impl("as_strided", at::native::as_strided_tensorimpl);
-  m.impl("view", at::native::view);
-  m.impl("_reshape_alias", at::native::_reshape_alias);
-  m.impl("unfold", at::native::unfold);
-  m.impl("view_as_real", at::native::view_as_real);
-  m.impl("view_as_complex", at::native::view_as_complex);
-  m.impl("resize_", resize_);
-  m.impl("set_.source_Storage", set_source_storage);
-  m.impl("set_.source_Storage_storage_offset", set_storage);
-  m.impl("set_.source_Tensor", set_source_tensor);
-  m.impl("set_", set_empty);
-  m.impl("_copy_from", copy_from);
-  m.impl("_copy_from_and_resize", copy_from_and_resize);
-  m.impl("_local_scalar_dense", local_scalar_dense);
-  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+  KernelList k(m, "core");
+  k.impl("empty.memory_format", empty_memory_format);
+  k.impl("empty_strided", empty_strided);
+  k.impl("as_strided", at::native::as_strided_tensorimpl);
+  k.impl("view", at::native::view);
+  k.impl("_reshape_alias", at::native::_reshape_alias);
+  k.impl("unfold", at::native::unfold);
+  k.impl("view_as_real", at::native::view_as_real);
+  k.impl("view_as_complex", at::native::view_as_complex);
+  k.impl("resize_", resize_);
+  k.impl("set_.source_Storage", set_source_storage);
+  k.impl("set_.source_Storage_storage_offset", set_storage);
+  k.impl("set_.source_Tensor", set_source_tensor);
+  k.impl("set_", set_empty);
+  k.impl("_copy_from", copy_from);
+  k.impl("_copy_from_and_resize", copy_from_and_resize);
+  k.impl("_local_scalar_dense", local_scalar_dense);
+  k.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   register_lowered_ops(m);
 }
 

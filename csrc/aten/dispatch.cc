@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -61,8 +62,8 @@ std::unordered_map<c10::OperatorName, Plan>& plans() {
   static std::unordered_map<c10::OperatorName, Plan> p;
   return p;
 }
-std::set<std::string>& served() {
-  static std::set<std::string> s;
+std::map<std::string, std::string>& served() {  // operator -> its registry entry
+  static std::map<std::string, std::string> s;
   return s;
 }
 
@@ -334,9 +335,15 @@ bool same_arguments(const c10::FunctionSchema& functional, const c10::FunctionSc
 
 void set_log_ops(bool on) { g_log_ops = on; }
 
-std::vector<std::string> native_ops() {
+std::map<std::string, std::string> native_lowerings() {
   std::lock_guard<std::mutex> lock(g_plans_mu);
-  return {served().begin(), served().end()};
+  return served();
+}
+
+std::vector<std::string> native_ops() {
+  std::vector<std::string> ops;
+  for (const auto& [op, lowering] : native_lowerings()) ops.push_back(op);
+  return ops;
 }
 
 void register_lowered_ops(torch::Library& m) {
@@ -377,7 +384,7 @@ void register_lowered_ops(torch::Library& m) {
     {
       std::lock_guard<std::mutex> lock(g_plans_mu);
       plans()[schema.operator_name()] = std::move(p);
-      served().insert(name);
+      served().emplace(name, lowering_name);
     }
     if (!register_unboxed(m, name.c_str(), h, plan_of(schema)))
       m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());

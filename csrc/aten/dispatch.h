@@ -3,6 +3,7 @@
 // functional operator the registry holds.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ namespace torch_tpu::aten {
 void register_lowered_ops(torch::Library& m);
 // Operators (ATen names) served natively, sorted.
 std::vector<std::string> native_ops();
+// The same, each with the registry entry that serves it: itself when lowered,
+// the functional operator for a derived in-place or out= variant.
+std::map<std::string, std::string> native_lowerings();
 
 // Debugging: log every dispatched op to stderr (TORCH_TPU_LOG_OPS=1).
 void set_log_ops(bool on);

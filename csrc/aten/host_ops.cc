@@ -9,6 +9,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "op_list.h"
 #include "tensor_io.h"
 
 namespace torch_tpu::aten {
@@ -185,17 +186,18 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("index.Tensor", index_tensor);
-  m.impl("index.Tensor_out", index_out);
-  m.impl("_index_put_impl_", index_put_impl_);
-  m.impl("masked_select", masked_select_tensor);
-  m.impl("masked_select.out", masked_select_out);
-  m.impl("equal", equal);
-  m.impl("nonzero", nonzero_tensor);
-  m.impl("nonzero.out", nonzero_out);
-  m.impl("nonzero_static", nonzero_static_tensor);
-  m.impl("repeat_interleave.Tensor", repeat_interleave_tensor);
-  m.impl("bincount", bincount_tensor);
+  KernelList k(m, "host-synced");
+  k.impl("index.Tensor", index_tensor);
+  k.impl("index.Tensor_out", index_out);
+  k.impl("_index_put_impl_", index_put_impl_);
+  k.impl("masked_select", masked_select_tensor);
+  k.impl("masked_select.out", masked_select_out);
+  k.impl("equal", equal);
+  k.impl("nonzero", nonzero_tensor);
+  k.impl("nonzero.out", nonzero_out);
+  k.impl("nonzero_static", nonzero_static_tensor);
+  k.impl("repeat_interleave.Tensor", repeat_interleave_tensor);
+  k.impl("bincount", bincount_tensor);
 }
 
 }  // namespace torch_tpu::aten

@@ -12,6 +12,8 @@
 
 #include <vector>
 
+#include "op_list.h"
+
 namespace torch_tpu::aten {
 
 namespace {
@@ -151,13 +153,15 @@ at::Tensor nested_transformer_encoder_layer_fwd(
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_nested_tensor_from_mask_left_aligned", TORCH_FN(left_aligned));
-  m.impl("_nested_tensor_from_mask", TORCH_FN(nested_tensor_from_mask));
+  KernelList k(m, "composite");
+  k.impl("_nested_tensor_from_mask_left_aligned", TORCH_FN(left_aligned));
+  k.impl("_nested_tensor_from_mask", TORCH_FN(nested_tensor_from_mask));
 }
 
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
-  m.impl("to_padded_tensor", TORCH_FN(to_padded_tensor));
-  m.impl("_transformer_encoder_layer_fwd", TORCH_FN(nested_transformer_encoder_layer_fwd));
+  KernelList k(m, "composite", "NestedTensorPrivateUse1");
+  k.impl("to_padded_tensor", TORCH_FN(to_padded_tensor));
+  k.impl("_transformer_encoder_layer_fwd", TORCH_FN(nested_transformer_encoder_layer_fwd));
 }
 
 }  // namespace torch_tpu::aten

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <limits>
 
+#include "op_list.h"
+
 namespace torch_tpu::aten {
 
 namespace {
@@ -163,10 +165,11 @@ at::Tensor transformer_encoder_layer_fwd(
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_masked_softmax", TORCH_FN(masked_softmax));
-  m.impl("_transform_bias_rescale_qkv", TORCH_FN(transform_bias_rescale_qkv));
-  m.impl("_native_multi_head_attention", TORCH_FN(native_multi_head_attention));
-  m.impl("_transformer_encoder_layer_fwd", TORCH_FN(transformer_encoder_layer_fwd));
+  KernelList k(m, "composite");
+  k.impl("_masked_softmax", TORCH_FN(masked_softmax));
+  k.impl("_transform_bias_rescale_qkv", TORCH_FN(transform_bias_rescale_qkv));
+  k.impl("_native_multi_head_attention", TORCH_FN(native_multi_head_attention));
+  k.impl("_transformer_encoder_layer_fwd", TORCH_FN(transformer_encoder_layer_fwd));
 }
 
 }  // namespace torch_tpu::aten

@@ -8,6 +8,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "op_list.h"
 #include "tensor_io.h"
 
 namespace torch_tpu::aten {
@@ -97,16 +98,17 @@ Outs3 unique_dim_consecutive_out(const at::Tensor& self, int64_t dim, bool inver
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_unique", host_unique);
-  m.impl("_unique.out", unique_out);
-  m.impl("_unique2", host_unique2);
-  m.impl("_unique2.out", unique2_out);
-  m.impl("unique_dim", host_unique_dim);
-  m.impl("unique_dim.out", unique_dim_out);
-  m.impl("unique_consecutive", host_unique_consecutive);
-  m.impl("unique_consecutive.out", unique_consecutive_out);
-  m.impl("unique_dim_consecutive", host_unique_dim_consecutive);
-  m.impl("unique_dim_consecutive.out", unique_dim_consecutive_out);
+  KernelList k(m, "host-synced");
+  k.impl("_unique", host_unique);
+  k.impl("_unique.out", unique_out);
+  k.impl("_unique2", host_unique2);
+  k.impl("_unique2.out", unique2_out);
+  k.impl("unique_dim", host_unique_dim);
+  k.impl("unique_dim.out", unique_dim_out);
+  k.impl("unique_consecutive", host_unique_consecutive);
+  k.impl("unique_consecutive.out", unique_consecutive_out);
+  k.impl("unique_dim_consecutive", host_unique_dim_consecutive);
+  k.impl("unique_dim_consecutive.out", unique_dim_consecutive_out);
 }
 
 }  // namespace torch_tpu::aten

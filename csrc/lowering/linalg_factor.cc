@@ -304,9 +304,11 @@ Values slogdet(Context& c, const Args& a) {
 void register_linalg_qr(Registry& r);
 void register_linalg_eig(Registry& r);
 void register_linalg_matfn(Registry& r);
+void register_linalg_lstsq(Registry& r);  // linalg_lstsq.cc: geqrf, linalg_lstsq
+void register_linalg_ldl(Registry& r);    // linalg_ldl.cc
 
-// LU and its uses here; QR, the eigensolvers and matrix functions register
-// from their files.
+// LU and its uses here; QR, least squares, LDL, the eigensolvers and matrix
+// functions register from their files.
 void register_linalg_factorizations(Registry& r) {
   r.add("aten::linalg_lu_factor_ex", lu_factor_ex);
   r.add("aten::linalg_lu", linalg_lu);
@@ -319,6 +321,8 @@ void register_linalg_factorizations(Registry& r) {
   register_linalg_qr(r);
   register_linalg_eig(r);
   register_linalg_matfn(r);
+  register_linalg_lstsq(r);
+  register_linalg_ldl(r);
 }
 
 }  // namespace torch_tpu::lowering

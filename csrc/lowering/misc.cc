@@ -1,7 +1,7 @@
 // Ops that fit no larger family: functional copy, set membership and
 // searching (isin, bucketize, searchsorted, histc), trace, cross products,
 // pixel/channel shuffles, triangle index factories, renorm, weight norm,
-// complex/polar, distances (cdist, pdist), im2col/col2im and embedding bags,
+// distances (cdist, pdist), im2col/col2im and embedding bags,
 // with their backward ops. Bicubic and grid sampling are in
 // misc_sampling.cc, FFTs in fft.cc; all register through register_misc.
 #include <algorithm>
@@ -648,25 +648,6 @@ Values embedding_bag_psw_backward(Context& c, const Args& a) {
   return {c.b.convert(r, c.out().dtype)};
 }
 
-// complex(real, imag) and polar(abs, angle): the parts broadcast, then
-// stablehlo.complex.
-Value make_complex(Context& c, Value re, Value im) {
-  ElementType part = c.out().dtype == ElementType::kC128 ? ElementType::kF64 : ElementType::kF32;
-  re = coerce(c.b, re, part, c.out().shape);
-  im = coerce(c.b, im, part, c.out().shape);
-  return c.b.op("stablehlo.complex", {re, im}, {c.out()})[0];
-}
-
-Values complex(Context& c, const Args& a) { return {make_complex(c, a[0].tensor, a[1].tensor)}; }
-
-Values polar(Context& c, const Args& a) {
-  ElementType part = c.out().dtype == ElementType::kC128 ? ElementType::kF64 : ElementType::kF32;
-  Value r = coerce(c.b, a[0].tensor, part, c.out().shape);
-  Value t = coerce(c.b, a[1].tensor, part, c.out().shape);
-  return {make_complex(c, c.b.mul(r, c.b.unary("stablehlo.cosine", t)),
-                       c.b.mul(r, c.b.unary("stablehlo.sine", t)))};
-}
-
 }  // namespace
 
 void register_fft(Registry& r);
@@ -689,8 +670,6 @@ void register_misc(Registry& r) {
   r.add("aten::triu_indices", triangle_indices(true));
   r.add("aten::tril_indices", triangle_indices(false));
   r.add("aten::renorm", renorm);
-  r.add("aten::complex", complex);
-  r.add("aten::polar", polar);
   r.add("aten::_weight_norm_interface", weight_norm);
   r.add("aten::_weight_norm_interface_backward", weight_norm_backward);
   r.add("aten::_cdist_forward", cdist);

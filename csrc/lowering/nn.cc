@@ -242,7 +242,7 @@ Values prelu_backward(Context& c, const Args& a) {
 
 }  // namespace
 
-void register_nn_extra(Registry& r);  // nn_extra.cc
+void register_nn_ctc(Registry& r);  // nn_ctc.cc
 
 void register_nn(Registry& r) {
   const std::pair<const char*, Formula> pointwise_ops[] = {
@@ -271,7 +271,7 @@ void register_nn(Registry& r) {
   r.add("aten::_prelu_kernel_backward", prelu_backward);
   register_nn_loss(r);
   register_nn_norm(r);
-  register_nn_extra(r);
+  register_nn_ctc(r);
 }
 
 }  // namespace torch_tpu::lowering

@@ -1,7 +1,8 @@
 // Reductions: sums, means, products, extrema and their indices, any/all,
-// variance, norms, logsumexp and the softmax family. Each has one shape:
-// convert to a compute type, reduce over normalized dims, then reshape and
-// convert to the output PyTorch computed (the reshape covers keepdim).
+// variance, norms, logsumexp, hash_tensor and the softmax family. Each has
+// one shape: convert to a compute type, reduce over normalized dims, then
+// reshape and convert to the output PyTorch computed (the reshape covers
+// keepdim).
 #include "reduction.h"
 
 #include <algorithm>
@@ -351,6 +352,39 @@ LoweringFn softmax_backward_fn(bool log) {
   };
 }
 
+// The 64-bit pattern CPU hashes: floats widened to f64, integers and bools
+// to i64 (sign-extended), then reinterpreted as u64.
+Value as_u64(Builder& b, Value x) {
+  TensorType u64{ElementType::kU64, x.shape()};
+  if (x.dtype() == ElementType::kU64) return x;
+  if (hlo::is_float(x.dtype()))
+    return b.bitcast_convert(b.convert(x, ElementType::kF64), u64);
+  if (x.dtype() == ElementType::kPred || x.dtype() == ElementType::kU8 ||
+      x.dtype() == ElementType::kU16 || x.dtype() == ElementType::kU32)
+    return b.convert(x, ElementType::kU64);
+  return b.bitcast_convert(b.convert(x, ElementType::kI64), u64);
+}
+
+// hash_tensor(self, dim, keepdim, mode): xor of the elements' u64 patterns
+// over `dim` (all dims when empty); mode 0 is the only mode.
+Values hash_tensor(Context& c, const Args& a) {
+  if (a[3].i != 0) throw Unsupported(c.op + " mode " + std::to_string(a[3].i));
+  Value x = a[0].tensor;
+  if (hlo::is_complex(x.dtype())) throw Unsupported(c.op + " of a complex tensor");
+  std::vector<int64_t> dims = a[1].ints;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < x.rank(); ++d) dims.push_back(d);
+  }
+  dims = wrap_dims(dims, x.rank());
+  if (x.rank() == 0) dims.clear();
+  Value u = as_u64(c.b, x);
+  Value zero = c.b.constant(ElementType::kU64, 0);
+  Value h = c.b.reduce({u}, {zero}, dims, [](Builder& w, const Values& s) {
+    return Values{w.xor_(s[0], s[1])};
+  })[0];
+  return {c.b.reshape(h, c.out().shape)};
+}
+
 }  // namespace
 
 void register_reduction(Registry& r) {
@@ -386,6 +420,7 @@ void register_reduction(Registry& r) {
   r.add("aten::var_mean.correction", moments_fn(false, true));
   r.add("aten::std_mean.correction", moments_fn(true, true));
   r.add("aten::logsumexp", logsumexp);
+  r.add("aten::hash_tensor", hash_tensor);
 
   r.add("aten::linalg_vector_norm", norm_fn(1, 2));
   r.add("aten::norm.Scalar", norm_fn(1, kNoDim));

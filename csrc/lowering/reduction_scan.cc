@@ -1,4 +1,4 @@
-// Cumulative ops: cumsum, cumprod, cummax, cummin (logcumsumexp: ops_gaps.cc).
+// Cumulative ops: cumsum, cumprod, cummax, cummin, logcumsumexp.
 // All are one inclusive scan (log-depth doubling) with a different combine.
 #include <cmath>
 
@@ -66,6 +66,30 @@ LoweringFn cumulative_extreme_fn(bool max) {
   };
 }
 
+// logcumsumexp as a scan over pairs (M, S) meaning M + log S: M the running
+// maximum (an input element, exact), S = sum exp(x - M) in [1, n]. The result
+// M + log S is rounded once, as CPU's double accumulation is; a scan of
+// rounded log-sums would drift by ulps at large magnitudes, and the backward
+// formula (exp(logcumsumexp(..) + self)) turns that drift into visible error.
+Values combine_log_sums(Builder& b, const Values& e, const Values& l) {
+  Value m = nan_max(b, e[0], l[0]);
+  auto weight = [&](Value mi) {
+    return b.select(b.compare(hlo::Compare::kEQ, mi, m), splat_like(b, 1, mi), b.exp(b.sub(mi, m)));
+  };
+  return {m, b.add(b.mul(e[1], weight(e[0])), b.mul(l[1], weight(l[0])))};
+}
+
+// logcumsumexp(self, dim): 16-bit floats accumulate in f32, as on CPU.
+Values logcumsumexp(Context& c, const Args& a) {
+  ElementType out = c.out().dtype;
+  if (hlo::is_complex(out)) throw Unsupported(c.op + " of a complex tensor");
+  Value x = at_least_1d(c.b, c.b.convert(c.b.convert(a[0].tensor, out), accumulation_type(out)));
+  int64_t d = wrap_dim(a[1].i, x.rank());
+  Values ids{c.b.constant(x.dtype(), -INFINITY), c.b.constant(x.dtype(), 0)};
+  Values r = scan(c.b, {x, splat_like(c.b, 1, x)}, d, ids, combine_log_sums);
+  return {to_output(c, c.b.add(r[0], c.b.log(r[1])))};
+}
+
 }  // namespace
 
 void register_reduction_scan(Registry& r) {
@@ -73,6 +97,7 @@ void register_reduction_scan(Registry& r) {
   r.add("aten::cumprod", accumulate_fn(1, mul));
   r.add("aten::cummax", cumulative_extreme_fn(true));
   r.add("aten::cummin", cumulative_extreme_fn(false));
+  r.add("aten::logcumsumexp", logcumsumexp);
 }
 
 }  // namespace torch_tpu::lowering

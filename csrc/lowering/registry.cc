@@ -15,7 +15,6 @@ Registry& Registry::get() {
     register_factory(*r);
     register_conv(*r);
     register_misc(*r);
-    register_ops_gaps(*r);
     register_optimizer(*r);
     register_special(*r);  // last: _foreach_* wrap lowerings registered above
     return r;
@@ -23,11 +22,44 @@ Registry& Registry::get() {
   return *registry;
 }
 
-void Registry::add(const std::string& op, LoweringFn fn) { fns_[op] = std::move(fn); }
+namespace {
+
+// "lowering/elementwise.cc" from however the compiler spelled the path.
+std::string short_path(const std::string& file) {
+  auto slash = file.find_last_of('/');
+  if (slash == std::string::npos || slash == 0) return file;
+  auto folder = file.find_last_of('/', slash - 1);
+  return file.substr(folder == std::string::npos ? 0 : folder + 1);
+}
+
+}  // namespace
+
+void Registry::add(const std::string& op, LoweringFn fn, std::source_location where) {
+  Entry entry{std::move(fn), where.file_name(), static_cast<unsigned>(where.line())};
+  auto [it, fresh] = fns_.emplace(op, std::move(entry));
+  if (!fresh)
+    throw std::logic_error("lowering registry: " + op + " is registered twice, at " +
+                           this->where(op) + " and at " + short_path(where.file_name()) + ":" +
+                           std::to_string(where.line()) + "; keep one (one op, one place)");
+}
 
 const LoweringFn* Registry::find(const std::string& op) const {
   auto it = fns_.find(op);
-  return it == fns_.end() ? nullptr : &it->second;
+  return it == fns_.end() ? nullptr : &it->second.fn;
+}
+
+std::string Registry::family(const std::string& op) const {
+  auto it = fns_.find(op);
+  if (it == fns_.end()) return "";
+  std::string name = short_path(it->second.file);
+  name = name.substr(name.find('/') + 1);
+  return name.substr(0, name.find('.'));
+}
+
+std::string Registry::where(const std::string& op) const {
+  auto it = fns_.find(op);
+  if (it == fns_.end()) return "";
+  return short_path(it->second.file) + ":" + std::to_string(it->second.line);
 }
 
 std::vector<std::string> Registry::ops() const {

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <source_location>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -101,9 +102,17 @@ struct InvalidArgument : std::exception {
 class Registry {
  public:
   static Registry& get();  // all families registered on first use
-  void add(const std::string& op, LoweringFn fn);
+  // Registers `op`'s lowering. A name registered before is refused
+  // (std::logic_error naming both places): one op, one place.
+  void add(const std::string& op, LoweringFn fn,
+           std::source_location where = std::source_location::current());
   const LoweringFn* find(const std::string& op) const;
   std::vector<std::string> ops() const;
+  // The family of `op`'s lowering: the name of the file that registered it
+  // ("elementwise", "linalg_qr"); empty for an unknown op.
+  std::string family(const std::string& op) const;
+  // Where `op` was registered ("lowering/elementwise.cc:371"); empty if unknown.
+  std::string where(const std::string& op) const;
   // `op`'s lowering reads a missing `alpha` (and `beta`) as 1, so the aten
   // layer leaves a scale of 1 out (no scalar input, no multiply) as CPU
   // kernels skip it.
@@ -121,7 +130,12 @@ class Registry {
   }
 
  private:
-  std::map<std::string, LoweringFn> fns_;
+  struct Entry {
+    LoweringFn fn;
+    std::string file;  // as the compiler named it
+    unsigned line = 0;
+  };
+  std::map<std::string, Entry> fns_;
   std::set<std::string> unit_scales_;
   std::map<std::string, std::set<std::string>> float_inputs_;
 };
@@ -138,7 +152,6 @@ void register_factory(Registry& r);
 void register_conv(Registry& r);
 void register_misc(Registry& r);
 void register_special(Registry& r);  // special functions, extra pointwise ops, _foreach_*
-void register_ops_gaps(Registry& r);
-void register_optimizer(Registry& r);  // fused optimizer steps (_fused_adam(w), _sgd, _adagrad)  // hash_tensor, geqrf, linalg_lstsq (ops_gaps.cc)
+void register_optimizer(Registry& r);  // fused optimizer steps (_fused_adam(w), _sgd, _adagrad)
 
 }  // namespace torch_tpu::lowering

@@ -12,6 +12,7 @@
 #include "../aten/dispatch.h"
 #include "../aten/fallback.h"
 #include "../aten/generator.h"
+#include "../aten/op_list.h"
 #include "../aten/precision.h"
 #include "../lowering/precision.h"
 #include "../aten/storage.h"
@@ -166,6 +167,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_counts", &torch_tpu::aten::fallback_counts);
   m.def("_native_ops", &torch_tpu::aten::native_ops);
   m.def("_lowered_ops", [] { return torch_tpu::lowering::Registry::get().ops(); });
+  // The one op list: (op, kind, family, lowering, dispatch key) per tpu kernel.
+  m.def("_op_list", [] {
+    std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string>> rows;
+    for (auto& r : torch_tpu::aten::op_list())
+      rows.emplace_back(r.op, r.kind, r.family, r.lowering, r.key);
+    return rows;
+  });
   m.def("_set_precision", &torch_tpu::aten::set_precision_override);
   m.def("_get_precision_override", &torch_tpu::aten::precision_override);
   m.def("_current_precision", [] { return static_cast<int>(torch_tpu::aten::current_precision()); });

@@ -151,3 +151,9 @@ def test_dtype_conversions_of_factories():
     same(lambda d: torch.arange(6, device=d).to(torch.float16).reshape(2, 3))
     same(lambda d: torch.ones(3, device=d).to(torch.int8))
     same(lambda d: torch.zeros(2, device=d, dtype=torch.float64).to(torch.bfloat16))
+
+
+def test_efficientzerotensor_factory():
+    z = torch.ops.aten._efficientzerotensor([2, 3], dtype=torch.float16, device="tpu")
+    assert z.device.type == "tpu" and z.dtype == torch.float16
+    assert torch.equal(z.cpu(), torch.zeros(2, 3, dtype=torch.float16))

@@ -146,3 +146,11 @@ def test_out_dtype_overloads_accumulate_in_f32():
     s = randn(2, 4, 8, dtype=torch.bfloat16)
     y = torch.bmm(s.to("tpu"), s.mT.to("tpu"), out_dtype=torch.float32)
     assert_same(y, s.float() @ s.mT.float(), atol=1e-5, rtol=1e-5)
+
+
+def test_addr_bool():
+    m = torch.tensor([[True, False, False], [False, True, False]])
+    v1, v2 = torch.tensor([True, False]), torch.tensor([True, True, False])
+    check(torch.addr, m, v1, v2)
+    check(lambda *a: torch.addr(*a, beta=False), m, v1, v2)
+    check(lambda *a: torch.addr(*a, alpha=False), m, v1, v2)

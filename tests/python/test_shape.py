@@ -124,3 +124,7 @@ def test_repeat_backward():
 def test_to_dtype_and_clone():
     check(lambda x: x.to(torch.int64), X * 3)
     check(lambda x: x.t().clone(), X)
+
+
+def test_unfold_of_a_0_dim_tensor_backward():
+    check_grad(lambda x: x.unfold(0, 1, 1), torch.tensor(3.0), grad=torch.tensor([2.0]))

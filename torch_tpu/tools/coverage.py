@@ -6,7 +6,8 @@
     python -m torch_tpu.tools.coverage --write-expected tests/conformance/expected_failures.txt
 
 Prints: the ATen overloads registered for PrivateUse1 and the operators
-lowered natively, the OpInfos whose forward samples all pass per dtype and
+lowered natively (both from the C++ op list, torch_tpu._C._op_list(), which
+docs/ops.md also shows), the OpInfos whose forward samples all pass per dtype and
 whose float32 gradients all pass, the Core ATen IR operators still missing,
 and the missing ops that fail the most OpInfos. Writes the same as JSON
 (default benchmarks/results/coverage.json). The sweep runs in worker
@@ -172,26 +173,29 @@ def _base(name):
     return base[:-1] if base.endswith("_") and not base.endswith("__") else base
 
 
-def registrations():
-    """Distinct PrivateUse1 overloads, and the distinct operator base names
-    lowered natively (the lowering registry plus the host-synced ops)."""
-    import torch
+def op_list():
+    """The C++ op list (csrc/aten/op_list.h), one dict per tpu kernel: op,
+    kind (lowered, derived, host-synced, core, composite, collective,
+    fallback), family (the file that lowers or registers it), lowering (the
+    registry entry serving a lowered or derived op) and dispatch key."""
     import torch_tpu
-    overloads = set(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"))
-    native = {_base(n) for n in torch_tpu.native_ops()}
-    host = {_base(n) for n in HOST_OPS}
-    return overloads, native | host
+    fields = ("op", "kind", "family", "lowering", "key")
+    return [dict(zip(fields, row)) for row in torch_tpu._C._op_list()]
 
 
-# Registered by csrc/aten/host_ops.cc (host-synced: data-dependent shapes) and
-# csrc/aten/core_ops.cc (allocation, views, copies): not in native_ops().
-HOST_OPS = ("index.Tensor", "index.Tensor_out", "_index_put_impl_", "masked_select",
-            "masked_select.out", "nonzero", "nonzero.out", "nonzero_static",
-            "repeat_interleave.Tensor")
-CORE_OPS = ("empty.memory_format", "empty_strided", "as_strided", "view", "_reshape_alias",
-            "unfold", "resize_", "set_.source_Storage", "set_.source_Storage_storage_offset",
-            "set_.source_Tensor", "set_", "_copy_from", "_copy_from_and_resize",
-            "_local_scalar_dense")
+# Kinds that run on the device by the backend's own code (the count of
+# operators "lowered natively"): not views/allocation, not composites of
+# other ATen ops, not PyTorch's collectives, not the fallback.
+NATIVE_KINDS = ("lowered", "derived", "host-synced")
+
+
+def registrations(rows=None):
+    """Distinct PrivateUse1 overloads, and the distinct operator base names
+    served natively (lowered, derived and host-synced), from the op list."""
+    rows = op_list() if rows is None else rows
+    overloads = {r["op"] for r in rows if r["key"] == "PrivateUse1" and r["kind"] != "fallback"}
+    native = {_base(r["op"]) for r in rows if r["kind"] in NATIVE_KINDS}
+    return overloads, native
 
 
 def missing_core_ops(overloads):
@@ -211,8 +215,6 @@ def missing_core_ops(overloads):
         except (AttributeError, RuntimeError):
             continue
         if torch.Tag.core not in tags or has(name, "CompositeImplicitAutograd"):
-            continue
-        if name[6:] in CORE_OPS + HOST_OPS:
             continue
         composite = has(name, "CompositeExplicitAutograd") or \
             has(name, "CompositeExplicitAutogradNonFunctional")
@@ -271,12 +273,15 @@ def failure_kinds(results):
 
 
 def report(results, ids, dtypes, wall_s):
-    overloads, native = registrations()
+    rows = op_list()
+    overloads, native = registrations(rows)
     missing = missing_core_ops(overloads)
     return {
         "torch": __import__("torch").__version__,
         "privateuse1_overloads": len(overloads),
         "native_operators": len(native),
+        "kernels_by_kind": dict(collections.Counter(r["kind"] for r in rows
+                                                    if r["kind"] != "fallback")),
         "opinfos": len(ids),
         "dtypes": list(dtypes),
         "sweep_wall_s": round(wall_s, 1),
@@ -291,6 +296,8 @@ def report(results, ids, dtypes, wall_s):
 def render(rep):
     out = [f"torch {rep['torch']}: {rep['privateuse1_overloads']} ATen overloads registered "
            f"for PrivateUse1; {rep['native_operators']} distinct operators lowered natively",
+           "kernels by kind: " + ", ".join(f"{k} {n}" for k, n in
+                                            sorted(rep["kernels_by_kind"].items())),
            f"OpInfo sweep: {rep['opinfos']} OpInfos, {rep['sweep_wall_s']} s wall", "",
            "OpInfos whose samples all pass (pass / fail / skip of those with the dtype):"]
     for case, c in rep["all_samples_pass"].items():

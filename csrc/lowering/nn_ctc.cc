@@ -229,7 +229,7 @@ Values ctc_loss_backward(Context& c, const Args& a) {
 
 }  // namespace
 
-void register_nn_extra(Registry& r) {
+void register_nn_ctc(Registry& r) {
   r.add("aten::_ctc_loss", ctc_loss);
   r.add("aten::_ctc_loss_backward", ctc_loss_backward);
 }

@@ -1,8 +1,8 @@
-"""Cases of the OpInfo sweep closed by matching CPU's own arithmetic: the
-grid sampler's summation order and 16-bit steps, adaptive average pooling's
-divisions, nll_loss's 16-bit cascade, bf16 batch statistics, embedding
-renorm's scale, and f16 subnormals in round_like. Every comparison is exact
-(bit for bit) against CPU PyTorch."""
+"""CPU's own arithmetic, matched bit for bit: the grid sampler's summation
+order and 16-bit steps, adaptive average pooling's divisions, nll_loss's
+16-bit cascade, bf16 batch statistics, embedding renorm's scale, f16
+subnormals in round_like and _foreach_pow's scalar dtype. Every comparison is
+exact against CPU PyTorch."""
 import pytest
 import torch
 import torch.nn.functional as F

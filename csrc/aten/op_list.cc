@@ -1,0 +1,73 @@
+#include "op_list.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "../lowering/registry.h"
+#include "arguments.h"
+#include "dispatch.h"
+
+namespace torch_tpu::aten {
+
+namespace {
+
+std::mutex g_mu;
+std::vector<OpRow>& noted() {
+  static std::vector<OpRow> rows;
+  return rows;
+}
+
+}  // namespace
+
+std::string file_stem(const char* path) {
+  std::string s(path);
+  s = s.substr(s.find_last_of('/') + 1);
+  return s.substr(0, s.find('.'));
+}
+
+KernelList::KernelList(torch::Library& m, const char* kind, const char* key,
+                       std::source_location where)
+    : m_(m), kind_(kind), family_(file_stem(where.file_name())), key_(key) {}
+
+void KernelList::note(const char* name) {
+  std::string op(name);
+  if (op.find("::") == std::string::npos) op = "aten::" + op;
+  std::lock_guard<std::mutex> lock(g_mu);
+  noted().push_back({std::move(op), kind_, family_, "", key_});
+}
+
+std::vector<OpRow> op_list() {
+  const auto& registry = lowering::Registry::get();
+  std::vector<OpRow> rows;
+  for (const auto& [op, lowering] : native_lowerings())
+    rows.push_back({op, op == lowering ? "lowered" : "derived", registry.family(lowering),
+                    lowering, "PrivateUse1"});
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    rows.insert(rows.end(), noted().begin(), noted().end());
+  }
+  std::set<std::string> listed;
+  for (const OpRow& r : rows)
+    if (r.key == "PrivateUse1") listed.insert(r.op);
+  // Kernels registered by others: PyTorch's c10d ops serve every backend.
+  // Anything else unlisted is a registration that bypassed KernelList.
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& n :
+       dispatcher.getRegistrationsForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+    std::string op = full_name(n);
+    if (listed.count(op)) continue;
+    bool c10d = op.rfind("c10d::", 0) == 0;
+    rows.push_back({op, c10d ? "collective" : "unlisted", c10d ? "c10d" : "", "", "PrivateUse1"});
+  }
+  rows.push_back({"*", "fallback", "fallback", "", "PrivateUse1"});
+  std::sort(rows.begin(), rows.end(), [](const OpRow& a, const OpRow& b) {
+    return std::tie(a.op, a.key) < std::tie(b.op, b.key);
+  });
+  return rows;
+}
+
+}  // namespace torch_tpu::aten
