@@ -1,6 +1,9 @@
 """`torch.tpu.ops` (the reference's names): TPU-minded operators, each a
 `torch.ops.tpu.*` operator implemented in C++ (csrc/aten/tpu_ops.cc).
 
+- `optimization_barrier(tensors)`: the same values as new tensors, through
+  `stablehlo.optimization_barrier`: XLA moves no computation across it and
+  neither fuses nor deduplicates through it (use the returned tensors).
 - `max_pool{1,2,3}d(input, kernel_size, stride, padding, dilation,
   ceil_mode)`: max pooling without indices; every list has one value per
   spatial dim and nothing has a default. `max_pool{1,2,3}d_backward(
@@ -16,9 +19,13 @@ import torch
 from . import _C  # noqa: F401  (registers the torch.ops.tpu operators)
 
 __all__ = [
-    "max_pool1d", "max_pool1d_backward", "max_pool2d", "max_pool2d_backward", "max_pool3d",
+    "optimization_barrier", "max_pool1d", "max_pool1d_backward", "max_pool2d", "max_pool2d_backward", "max_pool3d",
     "max_pool3d_backward", "ragged_dot", "ragged_dot_weight_grad",
 ]
+
+
+def optimization_barrier(inputs):
+    return torch.ops.tpu._optimization_barrier(list(inputs))
 
 
 def max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode):

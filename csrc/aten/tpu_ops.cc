@@ -17,6 +17,8 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "dispatch.h"
+
 namespace torch_tpu::aten {
 namespace {
 
@@ -164,6 +166,7 @@ TORCH_LIBRARY_FRAGMENT(tpu, m) {
         "int[] dilation, bool ceil_mode) -> Tensor");
   m.def("_max_pool3d_backward(Tensor grad_output, Tensor input, int[] kernel_size, "
         "int[] stride, int[] padding, int[] dilation, bool ceil_mode) -> Tensor");
+  m.def("_optimization_barrier(Tensor[] inputs) -> Tensor[]");
   m.def("_ragged_dot(Tensor lhs, Tensor rhs, Tensor group_sizes) -> Tensor");
   m.def("_ragged_dot.out(Tensor lhs, Tensor rhs, Tensor group_sizes, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("_ragged_dot_weight_grad(Tensor lhs, Tensor grad_output, Tensor group_sizes) -> Tensor");
@@ -194,6 +197,26 @@ TORCH_LIBRARY_IMPL(tpu, CompositeImplicitAutograd, m) {
   m.impl("_ragged_dot", &ragged_dot);
   m.impl("_ragged_dot.out", &ragged_dot_out);
   m.impl("_ragged_dot_weight_grad", &ragged_dot_weight_grad);
+}
+
+// The barrier is an identity everywhere but in a tpu program (its lowering,
+// csrc/lowering/misc.cc, served through the dispatch registration below).
+static std::vector<at::Tensor> barrier_copies(at::TensorList inputs) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& t : inputs) out.push_back(t.clone());
+  return out;
+}
+
+TORCH_LIBRARY_IMPL(tpu, CPU, m) {
+  m.impl("_optimization_barrier", &barrier_copies);
+}
+
+TORCH_LIBRARY_IMPL(tpu, Meta, m) {
+  m.impl("_optimization_barrier", &barrier_copies);
+}
+
+TORCH_LIBRARY_IMPL(tpu, PrivateUse1, m) {
+  register_lowered_ops(m, "tpu");
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -177,6 +177,21 @@ def test_sync_dump_and_bad_input(tmp_path):
 
 # ---- torch.tpu.ops ---------------------------------------------------------------
 
+@pytest.mark.parametrize("mode", MODES)
+def test_optimization_barrier(mode):
+    x, y = torch.randn(4, 5), torch.randn(5)
+    with torch.tpu.set_eager_mode(mode):
+        a, b = torch.tpu.ops.optimization_barrier([x.to("tpu") * 2, y.to("tpu") + 1])
+        assert_same(a, x * 2)
+        assert_same(b, y + 1)
+        (c,) = torch.tpu.ops.optimization_barrier([x.to("tpu").exp()])
+        text = torch.tpu.sync.computation_mlir(c + 1)
+        assert ("stablehlo.optimization_barrier" in text) == (mode == "DEFER_AND_FUSE")
+        assert_same(c + 1, x.exp() + 1)
+    (d,) = torch.tpu.ops.optimization_barrier([x])  # CPU: a copy
+    assert d.equal(x) and d.data_ptr() != x.data_ptr()
+
+
 POOLS = [  # (n, input shape, kernel, stride, padding, dilation, ceil_mode)
     (1, (2, 3, 11), [3], [2], [1], [1], False),
     (1, (3, 10), [2], [2], [0], [2], True),
