@@ -6,6 +6,9 @@ flushed (DEFER_ALL), so the per-op eager kernels record the whole graph as ONE
 StableHLO program; later calls replay that program with only device buffers
 crossing over. Eager and compiled mode share one lowering per op and one
 compile cache.
+
+As `torch.tpu.compiler` it also holds `custom_compiler_options` (the
+reference's XLA compile options, compiler_options.py).
 """
 import importlib.abc
 import importlib.util
@@ -16,6 +19,7 @@ import warnings
 import torch
 
 from . import _C
+from .compiler_options import custom_compiler_options, current_compiler_options  # noqa: F401
 
 _graphs = []  # (name, StableHLO text) of captured graphs, newest last
 _lock = threading.Lock()

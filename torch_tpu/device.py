@@ -4,6 +4,7 @@ Its names follow torch.cuda and the reference TorchTPU's `torch.tpu`:
 `EagerMode`, `set_eager_mode` (a setter that is also a context manager), the
 `eager_mode` property (get and set), `Precision` and `precision`.
 """
+import os
 import sys
 import types
 
@@ -102,21 +103,39 @@ def get_device_name(device=None) -> str:
 
 
 class _DeviceProperties:
-    def __init__(self, name, platform, version, plugin):
+    """torch.cuda.get_device_properties' shape: `name`, `total_memory` (bytes),
+    `multi_processor_count` / `core_count`, and which plugin serves it."""
+
+    def __init__(self, name, total_memory, core_count, platform, version, plugin):
         self.name = name
+        self.total_memory = total_memory
+        self.core_count = self.multi_processor_count = core_count
         self.platform = platform
         self.platform_version = version
         self.plugin = plugin
 
     def __repr__(self):
-        return (f"_TpuDeviceProperties(name={self.name!r}, platform={self.platform!r}, "
-                f"platform_version={self.platform_version!r})")
+        return (f"_TpuDeviceProperties(name={self.name!r}, "
+                f"total_memory={self.total_memory // (1 << 20)}MB, "
+                f"core_count={self.core_count}, platform={self.platform!r})")
+
+
+def _core_count(platform: str) -> int:
+    # XLA:CPU runs a device's programs on the host cores this process may
+    # use; a TPU or GPU PJRT device is one core (a TensorCore, an SM array).
+    if platform == "cpu":
+        try:
+            return len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return os.cpu_count() or 1
+    return 1
 
 
 def get_device_properties(device=None):
-    _check(_index(device))
+    index = _check(_index(device))
     platform, version, kind, plugin = _C._platform()
-    return _DeviceProperties(kind, platform, version, plugin)
+    total = torch.accelerator.get_memory_info(index)[1]
+    return _DeviceProperties(kind, total, _core_count(platform), platform, version, plugin)
 
 
 # ---- random number generation -------------------------------------------------
@@ -222,14 +241,20 @@ def get_amp_supported_dtype():
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 from .precision import Precision, precision, get_precision, set_precision  # noqa: E402,F401
+# The reference's submodules: torch.tpu.compiler, .ops, .optimizers, .sync
+# (torch_tpu.sync is a function, so its module is tpu_sync).
+from . import compiler, ops, optimizers  # noqa: E402,F401
+from . import tpu_sync as sync  # noqa: E402,F401
+from .compiler_options import get_allow_excess_precision, set_allow_excess_precision  # noqa: E402
 from .streams import (  # noqa: E402,F401
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
 )
 
 
 class _DeviceModule(types.ModuleType):
-    """`torch.tpu`'s properties: `eager_mode` (the reference's: read it, or
-    assign a mode) and `default_generators` (a tuple, as torch.cuda's)."""
+    """`torch.tpu`'s properties: `eager_mode` and `allow_excess_precision`
+    (the reference's: read them, or assign) and `default_generators` (a
+    tuple, as torch.cuda's)."""
 
     @property
     def eager_mode(self) -> EagerMode:
@@ -240,6 +265,14 @@ class _DeviceModule(types.ModuleType):
         set_eager_mode(mode)
 
     @property
+    def allow_excess_precision(self) -> bool:
+        return get_allow_excess_precision()
+
+    @allow_excess_precision.setter
+    def allow_excess_precision(self, value: bool) -> None:
+        set_allow_excess_precision(value)
+
+    @property
     def default_generators(self) -> tuple:
         return _default_generators()
 
@@ -247,3 +280,5 @@ class _DeviceModule(types.ModuleType):
 _default_generators = default_generators
 del default_generators
 sys.modules[__name__].__class__ = _DeviceModule
+for _name in ("compiler", "ops", "optimizers", "sync"):  # `import torch.tpu.ops` works too
+    sys.modules[f"torch.tpu.{_name}"] = globals()[_name]

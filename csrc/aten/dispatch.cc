@@ -346,7 +346,8 @@ std::vector<std::string> native_ops() {
   return ops;
 }
 
-void register_lowered_ops(torch::Library& m) {
+void register_lowered_ops(torch::Library& m, const std::string& ns) {
+  const std::string prefix = ns + "::";
   auto& registry = lowering::Registry::get();
   auto& dispatcher = c10::Dispatcher::singleton();
   // Functional lowerings by base name, for deriving variants.
@@ -391,7 +392,7 @@ void register_lowered_ops(torch::Library& m) {
   };
 
   for (const c10::OperatorName& opname : dispatcher.getAllOpNames()) {
-    if (opname.name.rfind("aten::", 0) != 0) continue;
+    if (opname.name.rfind(prefix, 0) != 0) continue;
     auto handle = dispatcher.findSchema(opname);
     if (!handle) continue;
     // Composite-implicit ops decompose above the backend; a backend kernel

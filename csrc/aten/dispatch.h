@@ -14,8 +14,10 @@ class Library;
 
 namespace torch_tpu::aten {
 
-// Registers the boxed kernel for every lowered operator and derived variant.
-void register_lowered_ops(torch::Library& m);
+// Registers the boxed kernel for every lowered operator and derived variant
+// of namespace `ns` ("aten", or "tpu" for torch.ops.tpu; `m` is that
+// namespace's PrivateUse1 library).
+void register_lowered_ops(torch::Library& m, const std::string& ns = "aten");
 // Operators (ATen names) served natively, sorted.
 std::vector<std::string> native_ops();
 // The same, each with the registry entry that serves it: itself when lowered,

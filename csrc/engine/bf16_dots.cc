@@ -124,8 +124,8 @@ bool debug_bf16_split() {
 }  // namespace
 
 pjrt::ExecutablePtr compile_checked(const pjrt::Client& client, const std::string& mlir,
-                                    bool quick) {
-  pjrt::ExecutablePtr exe = client.compile(mlir, quick);
+                                    bool quick, const pjrt::CompileOverrides& overrides) {
+  pjrt::ExecutablePtr exe = client.compile(mlir, quick, overrides);
   if (mlir.find(hlo::kBf16SplitMarker) == std::string::npos) return exe;
   // XLA:CPU runs a bf16 x bf16 -> f32 dot in its bf16 gemm only in the forms
   // check_bf16_dots accepts, and which form a dot ends up in depends on the
@@ -169,10 +169,10 @@ pjrt::ExecutablePtr compile_checked(const pjrt::Client& client, const std::strin
       f32.insert(it->second.begin(), it->second.end());
     }
     if (lost || f32.size() <= before) break;  // not ours, or no progress
-    exe = client.compile(with_f32_groups(mlir, f32, /*all=*/false), quick);
+    exe = client.compile(with_f32_groups(mlir, f32, /*all=*/false), quick, overrides);
   }
   ++g_fallbacks;
-  return client.compile(with_f32_groups(mlir, {}, /*all=*/true), quick);
+  return client.compile(with_f32_groups(mlir, {}, /*all=*/true), quick, overrides);
 }
 
 

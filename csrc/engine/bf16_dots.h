@@ -14,10 +14,11 @@ namespace torch_tpu::engine {
 
 // Compiles `mlir`; when it has marked dots, checks the optimized program
 // (pjrt::check_bf16_dots) and compiles again with the groups of unsafe dots
-// in f32, or all of them when that cannot be told. `quick`: see
-// pjrt::Client::compile.
+// in f32, or all of them when that cannot be told. `quick`, `overrides`:
+// see pjrt::Client::compile.
 pjrt::ExecutablePtr compile_checked(const pjrt::Client& client, const std::string& mlir,
-                                    bool quick = false);
+                                    bool quick = false,
+                                    const pjrt::CompileOverrides& overrides = {});
 
 // Programs compiled again with all of their split dots in f32, and with only
 // some of them.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -73,7 +74,53 @@ Cache::Cache(pjrt::Client& client, Metrics& metrics, std::string directory,
   }
 }
 
+namespace {
+// The calling thread's overrides; `t_set`: it chose them (else the default).
+thread_local Cache::OverridesPtr t_overrides;
+thread_local bool t_set = false;
+std::mutex g_default_mu;
+Cache::OverridesPtr g_default;
+std::atomic<bool> g_has_default{false};  // lets the common case skip the lock
+const pjrt::CompileOverrides kNoOverrides;
+}  // namespace
+
+void Cache::set_thread_overrides(OverridesPtr overrides) {
+  t_set = overrides != nullptr;
+  if (overrides && overrides->empty()) overrides = nullptr;
+  t_overrides = std::move(overrides);
+}
+
+void Cache::set_default_overrides(OverridesPtr overrides) {
+  if (overrides && overrides->empty()) overrides = nullptr;
+  std::lock_guard<std::mutex> lock(g_default_mu);
+  g_has_default = overrides != nullptr;
+  g_default = std::move(overrides);
+}
+
+Cache::OverridesPtr Cache::thread_overrides() {
+  if (t_set || !g_has_default) return t_overrides;
+  std::lock_guard<std::mutex> lock(g_default_mu);
+  return g_default;
+}
+
+hlo::Fingerprint Cache::with_overrides(const hlo::Fingerprint& key) {
+  if (!t_set && !g_has_default) return key;
+  OverridesPtr o = thread_overrides();
+  if (!o) return key;
+  uint64_t h = hash(o->text());
+  return hlo::Fingerprint{key.a ^ (h * 0x9e3779b97f4a7c15ull), key.b ^ hash("options:" + o->text())};
+}
+
+std::string Cache::disk_program(const std::string& program, const OverridesPtr& overrides) {
+  if (!overrides) return program;
+  return "options\n" + overrides->text() + "\n" + program;
+}
+
 pjrt::ExecutablePtr Cache::lookup(const hlo::Fingerprint& key) {
+  return lookup_exact(with_overrides(key));
+}
+
+pjrt::ExecutablePtr Cache::lookup_exact(const hlo::Fingerprint& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return nullptr;
@@ -86,22 +133,27 @@ pjrt::ExecutablePtr Cache::lookup(const hlo::Fingerprint& key) {
 
 void Cache::note_hit(const hlo::Fingerprint& key, Entry& entry) {
   if (++entry.hits != kHotUses) return;
-  background_.submit([this, key, program = entry.quick_program] { upgrade(key, program); });
+  background_.submit([this, key, program = entry.quick_program, overrides = entry.overrides] {
+    upgrade(key, program, overrides);
+  });
 }
 
-void Cache::upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std::string>& program) {
+void Cache::upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std::string>& program,
+                    const OverridesPtr& overrides) {
   auto start = std::chrono::steady_clock::now();
   pjrt::ExecutablePtr exe;
   try {
-    exe = compile_checked(client_, *program);
+    exe = compile_checked(client_, *program, /*quick=*/false,
+                          overrides ? *overrides : kNoOverrides);
   } catch (const pjrt::Error&) {
     metrics_.count("tier_upgrade_failures");  // the quick executable stays
     return;
   }
   metrics_.time("background_compile", std::chrono::duration<double>(
                                           std::chrono::steady_clock::now() - start).count());
-  std::string path = path_of(*program);
-  if (!path.empty()) store(path, *program, *exe, /*counted=*/false);
+  std::string keyed = disk_program(*program, overrides);
+  std::string path = path_of(keyed);
+  if (!path.empty()) store(path, keyed, *exe, /*counted=*/false);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end() || it->second.quick_program != program) return;  // evicted or cleared
@@ -111,16 +163,19 @@ void Cache::upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std
 }
 
 void Cache::insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe,
-                   std::shared_ptr<const std::string> quick_program) {
+                   std::shared_ptr<const std::string> quick_program,
+                   OverridesPtr overrides) {
   auto it = entries_.find(key);
   if (it != entries_.end()) {  // another thread compiled it meanwhile
     it->second.exe = std::move(exe);
     it->second.quick_program = std::move(quick_program);
+    it->second.overrides = std::move(overrides);
     recent_.splice(recent_.begin(), recent_, it->second.recent);
     return;
   }
   recent_.push_front(key);
-  entries_.emplace(key, Entry{std::move(exe), recent_.begin(), std::move(quick_program)});
+  entries_.emplace(key, Entry{std::move(exe), recent_.begin(), std::move(quick_program),
+                              std::move(overrides)});
   evict_to(capacity_);
   // Counted by executables added (compiled or loaded from disk).
   if ((stats_.misses + stats_.disk_hits) % kMapCheckInterval == 0 && under_map_pressure()) {
@@ -155,18 +210,21 @@ pjrt::ExecutablePtr Cache::get(const std::string& program) {
   return get(hlo::Fingerprint{hash(program), hash("text:" + program)}, program);
 }
 
-pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& program) {
-  if (pjrt::ExecutablePtr hit = lookup(key)) return hit;
-  std::string path = path_of(program);
+pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::string& program) {
+  const hlo::Fingerprint key = with_overrides(program_key);
+  if (pjrt::ExecutablePtr hit = lookup_exact(key)) return hit;
+  const OverridesPtr overrides = thread_overrides();
+  const std::string keyed = disk_program(program, overrides);
+  std::string path = path_of(keyed);
   auto load_start = std::chrono::steady_clock::now();
-  pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program, /*caller=*/true);
+  pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, keyed, /*caller=*/true);
   // A quick executable (from disk or compiled now) keeps its program for
   // the optimizing compile.
   std::shared_ptr<const std::string> quick;
   bool tiered = tiered_ && program.size() >= kTierMinBytes &&
                 (!quick_allowed_ || quick_allowed_());
   if (!exe && tiered && !path.empty()) {
-    exe = load(quick_path_of(program), "quick\n" + program, /*caller=*/true);
+    exe = load(quick_path_of(keyed), "quick\n" + keyed, /*caller=*/true);
     if (exe) quick = std::make_shared<const std::string>(program);
   }
   if (exe) {
@@ -177,7 +235,8 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
     ++stats_.disk_hits;
   } else {
     auto start = std::chrono::steady_clock::now();
-    exe = compile_checked(client_, program, /*quick=*/tiered);
+    exe = compile_checked(client_, program, /*quick=*/tiered,
+                          overrides ? *overrides : kNoOverrides);
     if (tiered) quick = std::make_shared<const std::string>(program);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -191,14 +250,14 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& key, const std::string& p
     }
     if (!path.empty()) {
       if (quick)
-        store(quick_path_of(program), "quick\n" + program, *exe);
+        store(quick_path_of(keyed), "quick\n" + keyed, *exe);
       else
-        store(path, program, *exe);
+        store(path, keyed, *exe);
     }
     deliver_warnings();  // any the warm-up thread found
   }
   std::lock_guard<std::mutex> lock(mu_);
-  insert(key, exe, std::move(quick));
+  insert(key, exe, std::move(quick), quick ? overrides : nullptr);
   return exe;
 }
 

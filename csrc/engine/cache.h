@@ -17,6 +17,12 @@
 // is compiled again (or loaded from disk) when it comes back; an executable
 // still running or held by a caller stays alive through its shared pointer.
 //
+// Compile options (set_thread_overrides; the user layer's
+// torch.tpu.compiler.custom_compiler_options): each thread compiles under
+// its own overrides, and they are part of both tiers' keys, so one program
+// compiled under two sets of options is two executables. No overrides (the
+// default) leave every key as it was.
+//
 // Tiered compilation (set_tiered; the engine turns it on for XLA:CPU when
 // TORCH_TPU_TIERED_COMPILE=1): a
 // program missing from both tiers is compiled quickly, with the backend's
@@ -96,6 +102,13 @@ class Cache {
 
   static uint64_t hash(const std::string& text);  // FNV-1a 64
 
+  // The compile options of the calling thread's compiles (null: none), and
+  // those of every thread that set none (torch.tpu.allow_excess_precision).
+  using OverridesPtr = std::shared_ptr<const pjrt::CompileOverrides>;
+  static void set_thread_overrides(OverridesPtr overrides);
+  static void set_default_overrides(OverridesPtr overrides);
+  static OverridesPtr thread_overrides();
+
   // Tiered compilation (see above); off by default.
   void set_tiered(bool on) { tiered_ = on; }
   bool tiered() const { return tiered_; }
@@ -107,6 +120,11 @@ class Cache {
   void stop_background() { background_.stop(); }
 
  private:
+  // `key` with the calling thread's overrides mixed in.
+  static hlo::Fingerprint with_overrides(const hlo::Fingerprint& key);
+  pjrt::ExecutablePtr lookup_exact(const hlo::Fingerprint& key);
+  // What the disk tier keys `program` by under `overrides`.
+  static std::string disk_program(const std::string& program, const OverridesPtr& overrides);
   std::string path_of(const std::string& program) const;  // empty: no disk tier
   // `caller`: on the thread of a counted get (warnings go out at once).
   pjrt::ExecutablePtr load(const std::string& path, const std::string& program, bool caller);
@@ -122,7 +140,8 @@ class Cache {
              const pjrt::Executable& exe, bool counted = true);
   // Both with mu_ held.
   void insert(const hlo::Fingerprint& key, pjrt::ExecutablePtr exe,
-              std::shared_ptr<const std::string> quick_program = nullptr);
+              std::shared_ptr<const std::string> quick_program = nullptr,
+              OverridesPtr overrides = nullptr);
   void evict_to(size_t size);
 
   struct Entry {
@@ -131,12 +150,14 @@ class Cache {
     // A quick executable (tiered compilation): its program, kept until the
     // optimized one replaces it, and its hits so far.
     std::shared_ptr<const std::string> quick_program;
+    OverridesPtr overrides;  // what the quick one was compiled under
     int hits = 0;
   };
   // With mu_ held: counts a hit of a quick entry; the kHotUses-th queues its
   // optimizing compile.
   void note_hit(const hlo::Fingerprint& key, Entry& entry);
-  void upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std::string>& program);
+  void upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std::string>& program,
+               const OverridesPtr& overrides);
   // The disk path of a quick executable of `program`.
   std::string quick_path_of(const std::string& program) const;
 

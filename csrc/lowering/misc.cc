@@ -655,6 +655,12 @@ void register_misc_sampling(Registry& r);
 
 void register_misc(Registry& r) {
   r.add("aten::copy", copy);
+  // torch.tpu.ops.optimization_barrier: an identity XLA may not move
+  // computation across, fuse through or deduplicate.
+  r.add("tpu::_optimization_barrier", [](Context& c, const Args& a) {
+    return c.b.op("stablehlo.optimization_barrier", a[0].tensors,
+                  std::vector<TensorType>(c.outputs.begin(), c.outputs.end()));
+  });
   for (const char* o : {"Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"})
     r.add(std::string("aten::isin.") + o, isin);
   r.add("aten::bucketize.Tensor", bucketize);

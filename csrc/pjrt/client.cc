@@ -2,29 +2,6 @@
 
 namespace torch_tpu::pjrt {
 
-namespace {
-
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-void put_int_field(std::string& out, int field, int64_t v) {
-  put_varint(out, static_cast<uint64_t>(field) << 3);  // wire type 0
-  put_varint(out, static_cast<uint64_t>(v));
-}
-
-}  // namespace
-
-void put_bytes_field(std::string& out, int field, const std::string& bytes) {
-  put_varint(out, (static_cast<uint64_t>(field) << 3) | 2u);  // wire type 2
-  put_varint(out, bytes.size());
-  out += bytes;
-}
-
 std::string default_compile_options() {
   // ExecutableBuildOptionsProto fields: device_ordinal = 1,
   // num_replicas = 4, num_partitions = 5.
@@ -35,9 +12,7 @@ std::string default_compile_options() {
   put_int_field(build, 4, 1);
   put_int_field(build, 5, 1);
   std::string out;
-  put_varint(out, (3u << 3) | 2u);  // wire type 2: length-delimited
-  put_varint(out, build.size());
-  out += build;
+  put_bytes_field(out, 3, build);
   // compile_portable_executable = 4: the executable runs on whichever device
   // execute() names, so one compiled program serves tpu:0, tpu:1, ...
   put_int_field(out, 4, 1);
@@ -186,9 +161,14 @@ std::string quick_compile_options() {
   return out;
 }
 
-ExecutablePtr Client::compile(const std::string& mlir, bool quick) const {
+ExecutablePtr Client::compile(const std::string& mlir, bool quick,
+                              const CompileOverrides& overrides) const {
   static const std::string optimized = default_compile_options(), fast = quick_compile_options();
-  const std::string& options = quick ? fast : optimized;
+  // The caller's overrides come last: a repeated map key or message field
+  // parses as the later one, so they win over ours.
+  std::string with_overrides;
+  if (!overrides.empty()) with_overrides = (quick ? fast : optimized) + overrides.encode();
+  const std::string& options = !overrides.empty() ? with_overrides : quick ? fast : optimized;
   static const char kFormat[] = "mlir";
   auto program = PJRT_STRUCT(PJRT_Program);
   program.code = const_cast<char*>(mlir.data());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "buffer.h"
+#include "compile_options.h"
 #include "executable.h"
 #include "plugin.h"
 
@@ -47,7 +48,11 @@ class Client {
   // Compiles MLIR text (StableHLO) for one replica, one partition. `quick`:
   // with the backend's (LLVM's) optimizations off — about half the compile
   // time on XLA:CPU, slower code (tiered compilation, engine/cache.h).
-  ExecutablePtr compile(const std::string& mlir, bool quick = false) const;
+  // `overrides` (the caller's options) are applied over ours; an unknown
+  // name or a wrong value type fails in the plugin (an INVALID_ARGUMENT
+  // pjrt::Error naming the option).
+  ExecutablePtr compile(const std::string& mlir, bool quick = false,
+                        const CompileOverrides& overrides = {}) const;
   ExecutablePtr deserialize(const std::string& bytes) const;
 
  private:

@@ -34,11 +34,13 @@ torch_tpu::aten::TpuGenerator* generator(int device) {
 
 void bind_capture(py::module& m);  // capture_bindings.cc
 void bind_distributed(py::module& m);  // distributed_bindings.cc
+void bind_compiler_options(py::module& m);  // compiler_bindings.cc
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native runtime";
   bind_capture(m);
   bind_distributed(m);
+  bind_compiler_options(m);
   py::register_exception<torch_tpu::pjrt::Error>(m, "RuntimeError", PyExc_RuntimeError);
   // Out of memory is torch.OutOfMemoryError, as on CUDA: the engine raises
   // it through this handler, ATen's Python bindings translate the c10 type,
@@ -124,6 +126,9 @@ PYBIND11_MODULE(_C, m) {
     auto& c = causes.emplace(cause, cause).first->second;
     Engine::get().flush(c.c_str());
   }, py::arg("cause") = "explicit");
+  // Flushes this thread's pending program and returns its StableHLO text
+  // (empty when nothing was pending): torch.tpu.sync.computation_mlir.
+  m.def("_flush_text", [] { return Engine::get().flush_program("explicit", /*with_text=*/true).text; });
   m.def("_metrics", [] { return Engine::get().metrics().snapshot(); });
   m.def("_metrics_report", [] { return Engine::get().metrics().report(); });
   m.def("_reset_metrics", [] { Engine::get().metrics().reset(); });

@@ -217,5 +217,33 @@ TEST(PjrtCompileOptions, EncodesOneReplicaPortable) {
   EXPECT_EQ(o.substr(o.size() - 2), std::string("\x20\x01", 2));
 }
 
+TEST(PjrtCompileOptions, OverridesHaveACanonicalTextAndEncoding) {
+  CompileOverrides o;
+  EXPECT_TRUE(o.empty());
+  EXPECT_EQ(o.text(), "");
+  EXPECT_EQ(o.encode(), "");
+  o.set("xla_optimization_level", std::string("O1"));
+  o.set("xla_backend_optimization_level", int64_t{0});
+  // Sorted by name, with each value's type.
+  EXPECT_EQ(o.text(), "xla_backend_optimization_level=i:0\nxla_optimization_level=s:O1\n");
+  std::string e = o.encode();
+  // One env_option_overrides entry (field 7), then the build options (field
+  // 3) holding optimization_level (24) = EFFORT_O1 (19).
+  EXPECT_EQ(static_cast<uint8_t>(e[0]), (7u << 3) | 2u);
+  EXPECT_EQ(e.substr(e.size() - 5), std::string("\x1a\x03\xc0\x01\x13", 5));
+  EXPECT_THROW(o.set("xla_memory_fitting_level", std::string("O4")), std::invalid_argument);
+  EXPECT_THROW(o.set("", true), std::invalid_argument);
+}
+
+TEST(PjrtCompileOptions, CompilesUnderOverridesAndRejectsUnknownNames) {
+  TPU_REQUIRE_CLIENT(c);
+  CompileOverrides o;
+  o.set("xla_optimization_level", std::string("O1"));
+  EXPECT_NO_THROW(c->compile(fma_program().module(), false, o));
+  CompileOverrides bad;
+  bad.set("xla_not_an_option_anywhere", true);
+  EXPECT_THROW(c->compile(fma_program().module(), false, bad), Error);
+}
+
 }  // namespace
 }  // namespace torch_tpu::pjrt

@@ -17,6 +17,7 @@ SCRIPTS = {
     "index_checks": ["rows"],
     "collectives": ["rows"],
     "inference": ["runs"],
+    "optimizer_step": ["rows"],
 }
 
 
