@@ -1,8 +1,5 @@
 #include "engine.h"
 
-#include "target.h"
-#include "xla_cpu/flags.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -10,6 +7,9 @@
 #include <utility>
 
 #include <unistd.h>
+
+#include "target.h"
+#include "xla_cpu/flags.h"
 
 namespace torch_tpu::engine {
 
@@ -99,6 +99,7 @@ Engine& Engine::get() {
 
 Engine::Engine() {
   const Config& c = config();
+  if (xla_cpu::named_like_xla_cpu(c.plugin_path)) xla_cpu::tune_flags();  // before the client
   auto plugin = pjrt::Plugin::load(c.plugin_path);
   std::map<std::string, pjrt::Attribute> options;
   if (c.cpu_device_count > 0) options["cpu_device_count"] = c.cpu_device_count;
@@ -108,7 +109,6 @@ Engine::Engine() {
     client_ = std::make_unique<pjrt::Client>(plugin);  // plugin without that option
   }
   target_ = make_target(*client_, c.cpu_half_conv);
-  if (target_.xla_cpu) xla_cpu::tune_flags();  // read at the plugin's first compile
   for (int d = 0; d < client_->device_count(); ++d) {
     int64_t limit = client_->memory_limit(d);
     // XLA:CPU's device memory is the host's.

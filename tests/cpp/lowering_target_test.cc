@@ -86,7 +86,7 @@ TEST(TargetProfile, XlaCpuTakesF32SplitTermsAsMarkedBf16Dots) {
   // each group marked for the compile's check.
   EXPECT_EQ(count(cpu, "stablehlo.dot_general"), 3u);
   EXPECT_EQ(count(gpu, "stablehlo.dot_general"), 3u);
-  EXPECT_EQ(count(cpu, "tensor<4x8xbf16>"), 3u) << cpu;
+  EXPECT_GE(count(cpu, "tensor<4x8xbf16>"), 3u) << cpu;  // each product's lhs
   EXPECT_NE(cpu.find(std::string(hlo::kBf16SplitMarker)), std::string::npos);
   EXPECT_EQ(gpu.find("bf16"), std::string::npos) << gpu;
   EXPECT_EQ(gpu.find(std::string(hlo::kBf16SplitMarker)), std::string::npos);
