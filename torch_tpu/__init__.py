@@ -56,14 +56,9 @@ from . import distributed  # noqa: E402
 
 distributed.register()
 
-# Backward runs on the thread that calls it, as it does for CPU tensors,
-# instead of on PyTorch's per-device autograd thread: the engine is already
-# asynchronous, and handing every backward to another thread and back cost
-# 70-190 µs per small training step (docs/design.md, "Autograd thread").
-# The setting is PyTorch's own, per thread; TORCH_TPU_AUTOGRAD_THREAD=1
-# keeps PyTorch's default.
-if os.environ.get("TORCH_TPU_AUTOGRAD_THREAD", "0") != "1":
-    torch.autograd.set_multithreading_enabled(False)
+# Autograd threading is left as the user set it: a thread's first tpu tensor
+# makes its backward run on it instead of on PyTorch's per-device autograd
+# thread (csrc/aten/autograd_thread.h; TORCH_TPU_AUTOGRAD_THREAD=1 keeps it).
 
 if os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1":
     set_cpu_fallback(True)

@@ -9,6 +9,8 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include "meta.h"
+
 namespace torch_tpu::aten {
 
 namespace {
@@ -52,9 +54,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_meta(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
-  m.impl("convolution_overrideable", TORCH_FN(convolution_meta));
-  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_meta));
-}
+// Private to the tpu kernels (meta.h), registered with the library.
+const bool registered = [] {
+  auto unboxed = [](auto fn) { return c10::KernelFunction::makeFromUnboxedFunction(fn); };
+  add_private_meta("aten::convolution_overrideable", unboxed(TORCH_FN(convolution_meta)));
+  add_private_meta("aten::convolution_backward_overrideable",
+                   unboxed(TORCH_FN(convolution_backward_meta)));
+  return true;
+}();
 
 }  // namespace torch_tpu::aten

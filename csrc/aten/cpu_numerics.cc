@@ -1,5 +1,7 @@
-// Answers the lowering's questions about which kernel CPU PyTorch runs on
-// this host, where the choice changes the rounding of 16-bit results.
+// Answers the target profile's CPU-numerics questions (hlo/target.h): which
+// kernel CPU PyTorch runs on this host, where the choice changes the rounding
+// of 16-bit results. The engine's configuration carries the answer's source
+// (python/module.cc); nothing is installed at load.
 //
 // CPU PyTorch computes a 16-bit transposed convolution through oneDNN (f32
 // sums, one rounding) only where oneDNN supports the type on this CPU; f16
@@ -19,7 +21,7 @@
 #include <optional>
 #include <vector>
 
-#include "../lowering/helpers.h"
+#include "cpu_numerics.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -45,7 +47,9 @@ bool probe_onednn(c10::ScalarType dtype) {
   return half.equal(once.to(dtype));
 }
 
-bool onednn_half_conv(hlo::ElementType t) {
+}  // namespace
+
+bool cpu_onednn_half_conv(hlo::ElementType t) {
   static std::once_flag once;
   static bool bf16 = true, f16 = false;
   std::call_once(once, [] {
@@ -59,7 +63,4 @@ bool onednn_half_conv(hlo::ElementType t) {
   return t == hlo::ElementType::kF16 ? f16 : bf16;
 }
 
-const bool registered = (lowering::set_cpu_onednn_half_conv(&onednn_half_conv), true);
-
-}  // namespace
 }  // namespace torch_tpu::aten

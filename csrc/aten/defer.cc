@@ -161,7 +161,7 @@ class DeferredCall final : public engine::DeferredOp {
     lowering::Context ctx{e.builder(), meta->types,
                           precision ? lowering::LazyPrecision(*precision)
                                     : lowering::LazyPrecision(&current_precision),
-                          plan->lowering};
+                          plan->lowering, e.target()};
     hlo::Values outs;
     try {
       outs = (*plan->fn)(ctx, args);

@@ -5,7 +5,6 @@
 #include <c10/util/Exception.h>
 
 #include "../engine/engine.h"
-#include "../lowering/precision.h"
 #include "stream.h"
 
 namespace torch_tpu::aten {
@@ -27,11 +26,6 @@ int device_count() noexcept {
       // Quick compiles round a few ops differently from optimized ones
       // (engine/cache.h): not under torch.use_deterministic_algorithms.
       e.cache().set_quick_allowed([] { return !at::globalContext().deterministicAlgorithms(); });
-      // XLA:CPU runs f32 dots fastest with their bf16 split terms as bf16
-      // operands (lowering/precision.h); other plugins keep f32 operands
-      // unless TORCH_TPU_BF16_DOTS=1. Every kernel checks its device (this
-      // function) before it lowers anything.
-      lowering::set_bf16_split_dots_default(e.client().platform_name() == "cpu");
       return true;
     }();
     (void)wired;

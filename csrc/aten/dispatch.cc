@@ -161,7 +161,7 @@ void lower_now(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
   if (plan.implicit_generator)
     largs.push_back(convert(bind, default_generator_argument(), c10::IValue(), state));
   lowering::Context ctx{e.builder(), meta.types, lowering::LazyPrecision(&current_precision),
-                        plan.lowering};
+                        plan.lowering, e.target()};
   hlo::Values outs;
   try {
     outs = (*plan.fn)(ctx, largs);

@@ -7,6 +7,8 @@
 #include <ATen/EmptyTensor.h>
 #include <torch/library.h>
 
+#include "meta.h"
+
 namespace torch_tpu::aten {
 
 namespace {
@@ -70,9 +72,12 @@ Lstsq lstsq_meta(const at::Tensor& self, const at::Tensor& b, std::optional<doub
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
-  m.impl("geqrf", TORCH_FN(geqrf_meta));
-  m.impl("linalg_lstsq", TORCH_FN(lstsq_meta));
-}
+// Private to the tpu kernels (meta.h), registered with the library.
+const bool registered = [] {
+  auto unboxed = [](auto fn) { return c10::KernelFunction::makeFromUnboxedFunction(fn); };
+  add_private_meta("aten::geqrf", unboxed(TORCH_FN(geqrf_meta)));
+  add_private_meta("aten::linalg_lstsq", unboxed(TORCH_FN(lstsq_meta)));
+  return true;
+}();
 
 }  // namespace torch_tpu::aten

@@ -5,6 +5,8 @@
 #include <ATen/EmptyTensor.h>
 #include <torch/library.h>
 
+#include "meta.h"
+
 namespace torch_tpu::aten {
 
 namespace {
@@ -84,15 +86,21 @@ at::Tensor ctc_loss_backward_meta(const at::Tensor& grad, const at::Tensor& log_
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
-  m.impl("multi_margin_loss_backward", TORCH_FN(multi_margin_loss_backward_meta));
-  m.impl("multilabel_margin_loss_backward", TORCH_FN(multilabel_margin_loss_backward_meta));
-  m.impl("histogram.bins_tensor", TORCH_FN(histogram_bins_meta));
-  m.impl("histogram.bin_ct", TORCH_FN(histogram_ct_meta));
-  m.impl("_histogramdd_bin_edges", TORCH_FN(histogramdd_edges_meta));
-  m.impl("_histogramdd_from_bin_tensors", TORCH_FN(histogramdd_tensors_meta));
-  m.impl("_histogramdd_from_bin_cts", TORCH_FN(histogramdd_cts_meta));
-  m.impl("_ctc_loss_backward", TORCH_FN(ctc_loss_backward_meta));
-}
+// Private to the tpu kernels (meta.h), registered with the library.
+const bool registered = [] {
+  auto unboxed = [](auto fn) { return c10::KernelFunction::makeFromUnboxedFunction(fn); };
+  add_private_meta("aten::multi_margin_loss_backward",
+                   unboxed(TORCH_FN(multi_margin_loss_backward_meta)));
+  add_private_meta("aten::multilabel_margin_loss_backward",
+                   unboxed(TORCH_FN(multilabel_margin_loss_backward_meta)));
+  add_private_meta("aten::histogram.bins_tensor", unboxed(TORCH_FN(histogram_bins_meta)));
+  add_private_meta("aten::histogram.bin_ct", unboxed(TORCH_FN(histogram_ct_meta)));
+  add_private_meta("aten::_histogramdd_bin_edges", unboxed(TORCH_FN(histogramdd_edges_meta)));
+  add_private_meta("aten::_histogramdd_from_bin_tensors",
+                   unboxed(TORCH_FN(histogramdd_tensors_meta)));
+  add_private_meta("aten::_histogramdd_from_bin_cts", unboxed(TORCH_FN(histogramdd_cts_meta)));
+  add_private_meta("aten::_ctc_loss_backward", unboxed(TORCH_FN(ctc_loss_backward_meta)));
+  return true;
+}();
 
 }  // namespace torch_tpu::aten

@@ -7,9 +7,11 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <memory>
+#include <string>
+
+#include <vector>
 
 #include "../hlo/types.h"
-#include <vector>
 
 namespace torch_tpu::aten {
 
@@ -30,6 +32,15 @@ struct OpMeta {
 // statistics), `m` is changed to CPU's (cpu_meta_rules.cc).
 void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                      OpMeta& m);
+
+// Meta kernels for ops PyTorch gives none (conv_meta.cc, linalg_meta.cc,
+// nn_extra_meta.cc, optimizer_meta.cc). They are private to the tpu kernels'
+// meta step: never registered for PyTorch's Meta key, so importing torch_tpu
+// leaves CPU and meta tensors as PyTorch has them. `op` is the full name,
+// "aten::geqrf" or "aten::histogram.bin_ct".
+void add_private_meta(const std::string& op, c10::KernelFunction kernel);
+// Runs `op`'s meta kernel on `stack`: the private one, or PyTorch's.
+void call_meta(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // `mutated_args` are the indices of arguments the op writes. For an in-place
 // variant, `functional` is its functional operator: the functional result's

@@ -6,6 +6,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include "meta.h"
+
 namespace torch_tpu::aten {
 
 namespace {
@@ -16,10 +18,13 @@ void fused_step_meta(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
+// Private to the tpu kernels (meta.h), registered with the library.
+const bool registered = [] {
   for (const char* name : {"_fused_adam_.tensor_lr", "_fused_adamw_.tensor_lr", "_fused_sgd_",
                            "_fused_sgd_.tensor_lr", "_fused_adagrad_", "_fused_adagrad_.tensor_lr"})
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&fused_step_meta>());
-}
+    add_private_meta(std::string("aten::") + name,
+                     c10::KernelFunction::makeFromBoxedFunction<&fused_step_meta>());
+  return true;
+}();
 
 }  // namespace torch_tpu::aten

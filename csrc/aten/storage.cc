@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "../engine/engine.h"
+#include "autograd_thread.h"
 #include "device.h"
 
 namespace torch_tpu::aten {
@@ -47,6 +48,7 @@ std::pair<size_t, size_t> host_memory_info() {
 class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
+    note_tpu_work();  // this thread's backward runs on it (autograd_thread.h)
     int device = current_device();
     auto* s = new StorageState;
     s->nbytes = nbytes;

@@ -1,6 +1,6 @@
 #include "cache.h"
 
-#include "bf16_dots.h"
+#include "xla_cpu/bf16_dots.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -143,8 +143,8 @@ void Cache::upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std
   auto start = std::chrono::steady_clock::now();
   pjrt::ExecutablePtr exe;
   try {
-    exe = compile_checked(client_, *program, /*quick=*/false,
-                          overrides ? *overrides : kNoOverrides);
+    exe = xla_cpu::compile_checked(client_, *program, /*quick=*/false,
+                                   overrides ? *overrides : kNoOverrides);
   } catch (const pjrt::Error&) {
     metrics_.count("tier_upgrade_failures");  // the quick executable stays
     return;
@@ -235,8 +235,8 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
     ++stats_.disk_hits;
   } else {
     auto start = std::chrono::steady_clock::now();
-    exe = compile_checked(client_, program, /*quick=*/tiered,
-                          overrides ? *overrides : kNoOverrides);
+    exe = xla_cpu::compile_checked(client_, program, /*quick=*/tiered,
+                                   overrides ? *overrides : kNoOverrides);
     if (tiered) quick = std::make_shared<const std::string>(program);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -277,7 +277,7 @@ pjrt::ExecutablePtr Cache::get_uncounted(const std::string& program) {
   std::string path = path_of(program);
   if (pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program, /*caller=*/false))
     return exe;
-  pjrt::ExecutablePtr exe = compile_checked(client_, program);
+  pjrt::ExecutablePtr exe = xla_cpu::compile_checked(client_, program);
   if (!path.empty()) store(path, program, *exe, /*counted=*/false);
   return exe;
 }

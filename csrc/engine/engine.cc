@@ -8,6 +8,9 @@
 
 #include <unistd.h>
 
+#include "target.h"
+#include "xla_cpu/flags.h"
+
 namespace torch_tpu::engine {
 
 namespace {
@@ -33,23 +36,6 @@ std::string program_signature(const hlo::Builder& b, const std::vector<OpSite>& 
 constexpr size_t kMaxProgramOps = 20000;
 // ... or past this many recorded ops (each lowers to a few StableHLO ops).
 constexpr size_t kMaxRecordedOps = 4000;
-
-// XLA:CPU's TreeReductionRewriter turns every reduction over a dimension
-// longer than 32 into a reduce-window plus a reduce, and XLA:CPU runs
-// reduce-window as a scalar loop that fuses nothing: a mean over a
-// [8, 64, 512] f32 tensor took ~40x longer than with the pass off (softmax,
-// layer_norm, loss and every gradient sum reduce). Its plain reduce emitter
-// vectorizes and keeps f32 sums within PyTorch's tolerance (measured: 1e6
-// elements, relative error 5e-8 like CPU's). The plugin reads XLA_FLAGS when it
-// first compiles; a user who sets xla_disable_hlo_passes keeps their choice.
-void tune_cpu_xla_flags(const std::string& plugin_path) {
-  if (plugin_path.find("cpu") == std::string::npos) return;
-  const char* old = std::getenv("XLA_FLAGS");
-  std::string flags = old ? old : "";
-  if (flags.find("xla_disable_hlo_passes") != std::string::npos) return;
-  flags += (flags.empty() ? "" : " ") + std::string("--xla_disable_hlo_passes=tree_reduction_rewriter");
-  setenv("XLA_FLAGS", flags.c_str(), 1);
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -113,7 +99,7 @@ Engine& Engine::get() {
 
 Engine::Engine() {
   const Config& c = config();
-  tune_cpu_xla_flags(c.plugin_path);
+  if (xla_cpu::named_like_xla_cpu(c.plugin_path)) xla_cpu::tune_flags();  // before the client
   auto plugin = pjrt::Plugin::load(c.plugin_path);
   std::map<std::string, pjrt::Attribute> options;
   if (c.cpu_device_count > 0) options["cpu_device_count"] = c.cpu_device_count;
@@ -122,10 +108,11 @@ Engine::Engine() {
   } catch (const pjrt::Error&) {
     client_ = std::make_unique<pjrt::Client>(plugin);  // plugin without that option
   }
+  target_ = make_target(*client_, c.cpu_half_conv);
   for (int d = 0; d < client_->device_count(); ++d) {
     int64_t limit = client_->memory_limit(d);
     // XLA:CPU's device memory is the host's.
-    if (limit < 0 && client_->platform_name() == "cpu")
+    if (limit < 0 && target_.xla_cpu)
       limit = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
     memory_limits_.push_back(limit);
   }
@@ -136,10 +123,10 @@ Engine::Engine() {
   // on two busy cores (14.7 vs 45 forwards/s over the first 150 forwards),
   // for a first generate() of 9.4 s instead of 13.7 s.
   const char* tiered = std::getenv("TORCH_TPU_TIERED_COMPILE");
-  cache_->set_tiered(client_->platform_name() == "cpu" && tiered && std::strcmp(tiered, "1") == 0);
+  cache_->set_tiered(target_.xla_cpu && tiered && std::strcmp(tiered, "1") == 0);
   if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
   if (const char* c = std::getenv("TORCH_TPU_INDEX_CHECKS")) checks_ = std::strcmp(c, "0") != 0;
-  if (Warmup::wanted(c.plugin_path)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
+  if (Warmup::wanted(target_)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
   r_ = &mine();
 }
 

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../hlo/target.h"
 #include "../pjrt/client.h"
 #include "cache.h"
 #include "deferred.h"
@@ -36,6 +37,7 @@ struct Config {
   std::string plugin_path;        // the PJRT plugin .so
   int64_t cpu_device_count = 1;   // create option for the CPU plugin
   std::string cache_dir;          // empty: no disk cache
+  hlo::HalfConvQuery cpu_half_conv = nullptr;  // the target's CPU-numerics source
 };
 
 // A host scalar's bytes as the device holds them (little-endian): up to 16,
@@ -74,6 +76,8 @@ class Engine {
   static bool initialized();
 
   pjrt::Client& client() { return *client_; }
+  // The plugin's profile, built with the client; lowerings read it.
+  const hlo::Target& target() const { return target_; }
   // Waits for the background warm-up (see warmup.h), if one is running.
   void join_warmup() {
     if (warmup_) warmup_->join();
@@ -197,6 +201,7 @@ class Engine {
 
   std::recursive_mutex mu_;
   std::unique_ptr<pjrt::Client> client_;
+  hlo::Target target_;  // built with client_ (target.h)
   // Per device, the bytes a program may allocate (-1: unknown). A program
   // that needs more fails before launch, while its inputs are intact: an
   // asynchronous failure would find the buffers it was donated gone.

@@ -46,10 +46,10 @@ void run(pjrt::Client& client, Cache& cache) {
 }
 }  // namespace
 
-bool Warmup::wanted(const std::string& plugin_path) {
+bool Warmup::wanted(const hlo::Target& target) {
   const char* env = std::getenv("TORCH_TPU_WARMUP");
   if (env != nullptr && std::string(env) == "0") return false;
-  return plugin_path.find("cpu") != std::string::npos;
+  return target.xla_cpu;
 }
 
 Warmup::Warmup(pjrt::Client& client, Cache& cache)

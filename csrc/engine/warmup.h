@@ -15,6 +15,7 @@
 
 #include <thread>
 
+#include "../hlo/target.h"
 #include "../pjrt/client.h"
 #include "cache.h"
 
@@ -33,9 +34,8 @@ class Warmup {
   // go away); a no-op when done, or in a forked child, which has no thread.
   void join();
 
-  // Whether to warm up for the plugin at `plugin_path`: the CPU plugin,
-  // unless TORCH_TPU_WARMUP=0.
-  static bool wanted(const std::string& plugin_path);
+  // Whether to warm up for `target`: XLA:CPU, unless TORCH_TPU_WARMUP=0.
+  static bool wanted(const hlo::Target& target);
 
  private:
   std::thread thread_;

@@ -160,9 +160,9 @@ Value conv_transposed(Context& c, Value x, Value w, const ConvParams& p) {
 // Whether CPU computes this 16-bit transposed convolution with its slow
 // kernel rather than oneDNN: where oneDNN takes no such type on this host
 // (f16 on most CPUs), and wherever an output_padding reaches its stride.
-bool cpu_col2im(const ConvParams& p, ElementType t) {
+bool cpu_col2im(const Context& c, const ConvParams& p, ElementType t) {
   if (!p.transposed || !is_half(t)) return false;
-  if (!cpu_onednn_half_conv(t)) return true;
+  if (!c.target.cpu_onednn_half_conv(t)) return true;
   for (size_t i = 0; i < p.stride.size(); ++i)
     if (p.output_padding[i] >= p.stride[i]) return true;
   return false;
@@ -218,7 +218,7 @@ Value add_bias(Builder& b, Value y, Value bias) {
 Values convolution(Context& c, const Args& a) {
   Value x = a[0].tensor, w = a[1].tensor;
   ConvParams p = conv_params(a, x.rank() - 2);
-  Value y = cpu_col2im(p, x.dtype()) ? conv_transposed_col2im(c, x, w, p)
+  Value y = cpu_col2im(c, p, x.dtype()) ? conv_transposed_col2im(c, x, w, p)
             : p.transposed ? conv_transposed(c, x, w, p) : conv_forward(c, x, w, p);
   if (!a[2].none()) y = add_bias(c.b, y, a[2].tensor);
   return {c.b.convert(y, c.out().dtype)};

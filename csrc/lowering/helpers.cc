@@ -1,7 +1,6 @@
 #include "helpers.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -254,17 +253,6 @@ Value unfused(Builder& b, Value v) {
   return b.select(b.compare(hlo::Compare::kEQ, v, v), v, splat_like(b, NAN, v));
 }
 
-namespace {
-std::atomic<HalfConvQuery> g_half_conv_query{nullptr};
-}  // namespace
-
-void set_cpu_onednn_half_conv(HalfConvQuery query) { g_half_conv_query.store(query); }
-
-bool cpu_onednn_half_conv(ElementType t) {
-  if (HalfConvQuery q = g_half_conv_query.load()) return q(t);
-  return t == ElementType::kBF16;
-}
-
 Value round_like(Builder& b, Value x, ElementType t) {
   if (t == ElementType::kBF16) return b.reduce_precision(x, 8, 7);
   if (t == ElementType::kF16 && x.dtype() == ElementType::kF32) {
@@ -290,7 +278,7 @@ LoweringFn opmath(LoweringFn f, bool round_scalars) {
     for (TensorType& t : wide) t.dtype = accumulation_type(t.dtype);
     Args args;
     for (const Arg& x : a) args.push_back(opmath_arg(c.b, x, c.out().dtype, round_scalars));
-    Context wc{c.b, wide, c.precision, c.op};
+    Context wc{c.b, wide, c.precision, c.op, c.target};
     Values r = f(wc, args);
     for (size_t i = 0; i < r.size() && i < c.outputs.size(); ++i)
       r[i] = c.b.convert(r[i], c.out(i).dtype);

@@ -86,14 +86,4 @@ Value round_like(Builder& b, Value x, ElementType t);
 // sqrt is not turned into the less exact rsqrt). The select keeps NaN.
 Value unfused(Builder& b, Value v);
 
-// Whether CPU PyTorch on this host runs a 16-bit transposed convolution of
-// type `t` through oneDNN (f32 sums, one rounding) rather than its slow
-// col2im kernel. That depends on the host's CPU (oneDNN takes f16 only with
-// AVX512-FP16 or AMX-FP16), so the aten layer, which can ask PyTorch, sets
-// the answer's source; unset (no torch, as in the C++ tests) it is the common
-// x86 case: bf16 through oneDNN, f16 not.
-using HalfConvQuery = bool (*)(ElementType t);
-void set_cpu_onednn_half_conv(HalfConvQuery query);
-bool cpu_onednn_half_conv(ElementType t);
-
 }  // namespace torch_tpu::lowering

@@ -78,7 +78,7 @@ Value singular_values(Context& c, Value x, const TensorType& s) {
   args[1].kind = args[2].kind = Arg::kBool;  // full_matrices = compute_uv = false
   TensorType none{x.dtype(), {0}};
   const std::vector<TensorType> types{none, s, none};
-  Context sc{c.b, types, c.precision, c.op};
+  Context sc{c.b, types, c.precision, c.op, c.target};
   return (*svd)(sc, args)[1];
 }
 

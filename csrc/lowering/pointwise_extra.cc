@@ -270,7 +270,7 @@ LoweringFn foreach(const LoweringFn& per_tensor, int scalar_list = -1) {
       Args ea;
       for (size_t k = 0; k < a.size(); ++k)
         ea.push_back(element(a[k], i, static_cast<int>(k) == scalar_list));
-      Context ec{c.b, c.outputs.subspan(i, 1), c.precision, c.op};
+      Context ec{c.b, c.outputs.subspan(i, 1), c.precision, c.op, c.target};
       out.push_back(per_tensor(ec, ea).at(0));
     }
     return out;
@@ -285,7 +285,7 @@ LoweringFn foreach_norm(const LoweringFn& norm) {
     for (size_t i = 0; i < a[0].tensors.size(); ++i) {
       Arg dim, keep, x = element(a[0], i, false);
       keep.kind = Arg::kBool;
-      Context ec{c.b, c.outputs.subspan(i, 1), c.precision, c.op};
+      Context ec{c.b, c.outputs.subspan(i, 1), c.precision, c.op, c.target};
       out.push_back(norm(ec, {x, a[1], dim, keep, a.size() > 2 ? a[2] : Arg()}).at(0));
     }
     return out;

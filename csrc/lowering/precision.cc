@@ -1,9 +1,6 @@
 #include "precision.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 namespace torch_tpu::lowering {
 
@@ -16,25 +13,6 @@ Values bf16_terms(Builder& b, Value x, int n) {
     if (i + 1 < n) rest = b.sub(rest, term);      // exact in f32
   }
   return terms;
-}
-
-namespace {
-std::atomic<bool> g_bf16_split_default{false};
-}  // namespace
-
-void set_bf16_split_dots_default(bool on) { g_bf16_split_default.store(on); }
-
-bool checked_bf16_dots() {
-  return g_bf16_split_default.load(std::memory_order_relaxed) || bf16_split_dots();
-}
-
-bool bf16_split_dots() {
-  static const int forced = [] {  // -1: unset
-    const char* v = std::getenv("TORCH_TPU_BF16_DOTS");
-    if (v == nullptr || *v == '\0') return -1;
-    return std::strcmp(v, "0") == 0 ? 0 : 1;
-  }();
-  return forced >= 0 ? forced == 1 : g_bf16_split_default.load(std::memory_order_relaxed);
 }
 
 namespace {
@@ -142,11 +120,11 @@ Value precise_dot(Context& c, Value lhs, Value rhs, const DotDims& dims, bool ke
   // there depends on the whole optimized program, so the converts and the dot
   // are marked: engine::compile_checked checks the optimized program and
   // recompiles with those types read as f32 where a dot would not run.
-  bool split = t == ElementType::kF32 && c.precision != Precision::kFloat32 && bf16_split_dots();
+  bool split = t == ElementType::kF32 && c.precision != Precision::kFloat32 && c.target.bf16_split_dots;
   // A bf16 dot (bf16 operands, f32 result) meets the same kernel: its
   // operands go through marked no-op converts, which the fallback turns into
   // converts to f32 (exact), so it too can be put back in f32.
-  bool bf16 = t == ElementType::kBF16 && checked_bf16_dots();
+  bool bf16 = t == ElementType::kBF16 && c.target.checked_bf16_dots;
   Value r = precise(c.b, c.precision, lhs, rhs, [&](Value l, Value r) {
     if (!split && !bf16)
       return c.b.dot_general(l, r, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract, acc,

@@ -35,26 +35,15 @@ Values bf16_terms(Builder& b, Value x, int n);
 // f64 contraction (so a GPU does not use TF32, a TPU uses all its passes).
 const char* dot_precision_name(Precision p, ElementType dtype);
 
-// Whether f32 dots take their bf16 split terms as bf16 operands with an f32
-// result (the values are the same either way; XLA:CPU then runs them on its
-// bf16 gemm). TORCH_TPU_BF16_DOTS=0 or 1 decides; unset, the plugin's default
-// (set_bf16_split_dots_default: aten/device.cc turns it on for XLA:CPU, where
-// engine::compile_checked checks the optimized program and puts the dots its
-// bf16 gemm would not take back in f32).
-bool bf16_split_dots();
-// Whether bf16 dots (bf16 operands, f32 result) are marked the same way, so
-// that engine::compile_checked can put one XLA:CPU would not run back in f32:
-// on XLA:CPU (whatever TORCH_TPU_BF16_DOTS says) or with bf16_split_dots().
-bool checked_bf16_dots();
-void set_bf16_split_dots_default(bool on);
-
 struct DotDims {
   std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
 };
 
 // lhs·rhs (dot_general) with TPU numerics: f32 by `c.precision`; bf16 and f16
 // with f32 accumulation, rounded once to their dtype (as a TPU MXU does);
-// other dtypes plain. The result has the operands' dtype unless
+// other dtypes plain. Where the target says so (`c.target.bf16_split_dots`,
+// `checked_bf16_dots`: XLA:CPU), the split terms and bf16 operands enter the
+// dot as marked bf16 values (engine/xla_cpu/bf16_dots.h). The result has the operands' dtype unless
 // `keep_f32` is set for 16-bit operands (for fused epilogues).
 Value precise_dot(Context& c, Value lhs, Value rhs, const DotDims& dims, bool keep_f32 = false);
 

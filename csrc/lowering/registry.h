@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../hlo/builder.h"
+#include "../hlo/target.h"
 
 namespace torch_tpu::lowering {
 
@@ -74,6 +75,7 @@ struct Context {
   std::span<const TensorType> outputs;  // the result types PyTorch computed
   LazyPrecision precision;
   const std::string& op;            // "aten::add.Tensor", for messages
+  const hlo::Target& target;        // the plugin's profile (engine-owned)
 
   const TensorType& out(size_t i = 0) const {
     if (i >= outputs.size()) throw std::out_of_range("lowering asked for a result PyTorch does not return");

@@ -8,6 +8,7 @@
 #include <torch/csrc/Generator.h>
 
 #include "../aten/autograd_exit.h"
+#include "../aten/cpu_numerics.h"
 #include "../aten/device.h"
 #include "../aten/dispatch.h"
 #include "../aten/fallback.h"
@@ -17,7 +18,7 @@
 #include "../lowering/precision.h"
 #include "../aten/storage.h"
 #include "../aten/stream.h"
-#include "../engine/bf16_dots.h"
+#include "../engine/xla_cpu/bf16_dots.h"
 #include "../engine/engine.h"
 #include "../lowering/registry.h"
 
@@ -67,6 +68,7 @@ PYBIND11_MODULE(_C, m) {
     c.plugin_path = plugin;
     c.cpu_device_count = cpu_devices;
     c.cache_dir = cache;
+    c.cpu_half_conv = &torch_tpu::aten::cpu_onednn_half_conv;
     Engine::configure(c);
   });
   m.def("_init", [] { Engine::get(); });
@@ -147,16 +149,26 @@ PYBIND11_MODULE(_C, m) {
     d["directory"] = Engine::get().cache().directory();
     return d;
   });
-  m.def("_bf16_split_dots", [] {
-    torch_tpu::aten::device_count();  // wires the plugin's default (aten/device.cc)
-    return torch_tpu::lowering::bf16_split_dots();
+  m.def("_bf16_split_dots", [] { return Engine::get().target().bf16_split_dots; });
+  // The target profile (hlo/target.h) the lowerings read.
+  m.def("_target", [] {
+    const torch_tpu::hlo::Target& t = Engine::get().target();
+    py::dict d;
+    d["platform"] = t.platform;
+    d["device_kind"] = t.device_kind;
+    d["xla_cpu"] = t.xla_cpu;
+    d["bf16_split_dots"] = t.bf16_split_dots;
+    d["checked_bf16_dots"] = t.checked_bf16_dots;
+    d["cpu_onednn_bf16_conv"] = t.cpu_onednn_half_conv(torch_tpu::hlo::ElementType::kBF16);
+    d["cpu_onednn_f16_conv"] = t.cpu_onednn_half_conv(torch_tpu::hlo::ElementType::kF16);
+    return d;
   });
   // Fused Eager's deferred lowering (engine/deferred.h); on by default,
   // TORCH_TPU_DEFER_LOWERING=0 starts with it off.
   m.def("_defer_lowering", [] { return Engine::get().defer_lowering(); });
   m.def("_set_defer_lowering", [](bool on) { Engine::get().set_defer_lowering(on); });
   m.def("_bf16_split_stats", [] {
-    auto s = torch_tpu::engine::bf16_split_stats();
+    auto s = torch_tpu::engine::xla_cpu::bf16_split_stats();
     py::dict d;
     d["fallbacks"] = s.fallbacks;  // all split dots in f32
     d["partial"] = s.partial;      // some of them in f32

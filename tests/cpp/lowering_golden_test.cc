@@ -27,7 +27,9 @@ constexpr ElementType F32 = ElementType::kF32, I64 = ElementType::kI64, U64 = El
 
 // The one place a test builds a lowering Context (keep it the only one).
 Context make_context(Builder& b, const std::vector<TensorType>& outputs, const std::string& op) {
-  return Context{b, outputs, Precision::kDefault, op};
+  // The lowerings as a TPU gets them: no XLA:CPU workaround in the goldens.
+  static const hlo::Target tpu = hlo::Target::for_platform("tpu");
+  return Context{b, outputs, Precision::kDefault, op, tpu};
 }
 
 // ---- arguments as the aten layer converts them ----------------------------------------

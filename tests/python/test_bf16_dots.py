@@ -145,6 +145,17 @@ def _split_on():
     return torch_tpu._C._bf16_split_dots()
 
 
+def test_target_profile_recognises_xla_cpu_and_reads_the_switch():
+    t = torch_tpu._C._target()
+    platform = torch_tpu._C._platform()[0]
+    assert t["platform"] == platform
+    assert t["xla_cpu"] == (platform == "cpu")
+    forced = os.environ.get("TORCH_TPU_BF16_DOTS")
+    assert t["bf16_split_dots"] == (forced == "1" if forced in ("0", "1") else t["xla_cpu"])
+    assert t["bf16_split_dots"] == _split_on()
+    assert t["checked_bf16_dots"] == (t["xla_cpu"] or t["bf16_split_dots"])
+
+
 def test_gemm_form_program_keeps_its_bf16_dots():
     if not _split_on():
         pytest.skip("bf16 split mode off")

@@ -8,13 +8,13 @@
 #include <cstdint>
 #include <string>
 
-#include "../pjrt/client.h"
+#include "../../pjrt/client.h"
 
-namespace torch_tpu::engine {
+namespace torch_tpu::engine::xla_cpu {
 
 // Compiles `mlir`; when it has marked dots, checks the optimized program
-// (pjrt::check_bf16_dots) and compiles again with the groups of unsafe dots
-// in f32, or all of them when that cannot be told. `quick`, `overrides`:
+// (check_bf16_dots, hlo_dots.h) and compiles again with the groups of unsafe
+// dots in f32, or all of them when that cannot be told. `quick`, `overrides`:
 // see pjrt::Client::compile.
 pjrt::ExecutablePtr compile_checked(const pjrt::Client& client, const std::string& mlir,
                                     bool quick = false,
@@ -27,4 +27,4 @@ struct Bf16SplitStats {
 };
 Bf16SplitStats bf16_split_stats();
 
-}  // namespace torch_tpu::engine
+}  // namespace torch_tpu::engine::xla_cpu

@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "../hlo/builder.h"
-#include "../pjrt/hlo_dots.h"
+#include "../../hlo/builder.h"
+#include "hlo_dots.h"
 
-namespace torch_tpu::engine {
+namespace torch_tpu::engine::xla_cpu {
 
 namespace {
 
@@ -136,12 +136,12 @@ pjrt::ExecutablePtr compile_checked(const pjrt::Client& client, const std::strin
   std::map<std::array<int64_t, 3>, std::vector<int64_t>> signatures;
   for (int round = 0; round < 3; ++round) {
     pjrt::Executable::Program program = exe->optimized_program();
-    pjrt::Bf16DotCheck check = pjrt::check_bf16_dots(program.format, program.code);
+    Bf16DotCheck check = check_bf16_dots(program.format, program.code);
     if (debug_bf16_split()) {
       std::fprintf(stderr, "[torch_tpu] bf16 dots round %d: format '%s', %zu bytes, read %d, "
                    "unsafe %zu\n", round, program.format.c_str(), program.code.size(),
                    check.read, check.unsafe.size());
-      for (const pjrt::UnsafeDot& d : check.unsafe)
+      for (const UnsafeDot& d : check.unsafe)
         std::fprintf(stderr, "  unsafe '%s' out %lld lhs %lld rhs %lld\n", d.op_name.c_str(),
                      (long long)d.out, (long long)d.lhs, (long long)d.rhs);
     }
@@ -155,7 +155,7 @@ pjrt::ExecutablePtr compile_checked(const pjrt::Client& client, const std::strin
     if (signatures.empty()) signatures = split_dot_signatures(mlir);
     size_t before = f32.size();
     bool lost = false;
-    for (const pjrt::UnsafeDot& d : check.unsafe) {
+    for (const UnsafeDot& d : check.unsafe) {
       if (int64_t group = loc_group(d.op_name); group >= 0) {
         f32.insert(group);
         continue;
@@ -178,4 +178,4 @@ pjrt::ExecutablePtr compile_checked(const pjrt::Client& client, const std::strin
 
 Bf16SplitStats bf16_split_stats() { return {g_fallbacks.load(), g_partial.load()}; }
 
-}  // namespace torch_tpu::engine
+}  // namespace torch_tpu::engine::xla_cpu

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace torch_tpu::pjrt {
+namespace torch_tpu::engine::xla_cpu {
 namespace {
 
 // A minimal protobuf wire-format reader: the few HloModuleProto fields read
@@ -254,4 +254,4 @@ Bf16DotCheck check_bf16_dots(std::string_view format, std::string_view code) {
   return out;
 }
 
-}  // namespace torch_tpu::pjrt
+}  // namespace torch_tpu::engine::xla_cpu

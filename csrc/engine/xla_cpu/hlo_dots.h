@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace torch_tpu::pjrt {
+namespace torch_tpu::engine::xla_cpu {
 
 // A dot XLA:CPU would not run: bf16 x bf16 -> f32 outside the gemm forms,
 // or one bf16 operand.
@@ -33,4 +33,4 @@ struct Bf16DotCheck {
 // XLA's plugins return) or "hlo" (a serialized HloModuleProto).
 Bf16DotCheck check_bf16_dots(std::string_view format, std::string_view code);
 
-}  // namespace torch_tpu::pjrt
+}  // namespace torch_tpu::engine::xla_cpu
