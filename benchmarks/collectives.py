@@ -103,7 +103,8 @@ def native_child(byte_sizes, repeats):
 
     import torch_tpu
 
-    multi_threaded_pg._install_threaded_pg()
+    multi_threaded_pg._install_threaded_pg()  # torch.distributed's state per thread
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)  # group names too
     store = dist.HashStore()
     barrier = threading.Barrier(WORLD)
     rows, errors = [], []

@@ -40,6 +40,11 @@ Combine combiner(int64_t reduce, ElementType dtype) {
   }
 }
 
+// and/or/xor of integers (bool's and/or are all-reduced directly).
+bool bitwise(int64_t reduce, ElementType dtype) {
+  return hlo::is_integer(dtype) && (reduce == Op::BAND || reduce == Op::BOR || reduce == Op::BXOR);
+}
+
 hlo::RegionFn region(Combine f) {
   return [f](Builder& b, const Values& args) { return Values{(b.*f)(args[0], args[1])}; };
 }
@@ -108,9 +113,22 @@ std::string collective_program(const CollectiveSpec& spec) {
   switch (spec.op) {
     case Collective::kAllReduce:
     case Collective::kReduceScatter: {
-      auto body = region(combiner(spec.reduce, spec.dtype));
-      y = spec.op == Collective::kAllReduce ? b.all_reduce(x, groups, body)
-                                            : b.reduce_scatter(x, 0, groups, body);
+      Combine f = combiner(spec.reduce, spec.dtype);
+      if (bitwise(spec.reduce, spec.dtype)) {
+        // XLA:CPU reduces no integer and/or/xor across devices: gather every
+        // rank's values and reduce them here (n times the traffic).
+        int64_t len = x.dim(0);
+        Value all = b.reshape(b.all_gather(x, 0, groups), {spec.size, len});
+        Value init = b.constant_bits(spec.dtype, spec.reduce == Op::BAND ? ~uint64_t{0} : 0);
+        y = b.reduce({all}, {init}, {0}, region(f))[0];
+        if (spec.op == Collective::kReduceScatter)
+          y = b.dynamic_slice(y, {b.mul(b.convert(b.replica_id(), ElementType::kI64),
+                                        b.constant_int(ElementType::kI64, len / spec.size))},
+                              {len / spec.size});
+        break;
+      }
+      y = spec.op == Collective::kAllReduce ? b.all_reduce(x, groups, region(f))
+                                            : b.reduce_scatter(x, 0, groups, region(f));
       if (spec.reduce == Op::AVG)
         y = b.div(y, b.broadcast_to(b.constant(spec.dtype, static_cast<double>(spec.size)),
                                     y.type().shape));
@@ -118,15 +136,16 @@ std::string collective_program(const CollectiveSpec& spec) {
     }
     case Collective::kBroadcast: {
       // XLA:CPU cannot compile collective_broadcast: every rank but the root
-      // contributes zero bits and the ranks OR them together, which moves
-      // the root's bits exactly (-0.0 and NaN payloads included).
+      // contributes zero bits and the ranks add them as unsigned integers
+      // (OR for bool), which moves the root's bits exactly (-0.0 and NaN
+      // payloads included).
       ElementType bits = spec.dtype == ElementType::kPred ? spec.dtype : bits_type(spec.dtype);
       hlo::TensorType t{bits, x.type().shape};
       Value v = bits == spec.dtype ? x : b.bitcast_convert(x, t);
       Value is_root = b.compare(hlo::Compare::kEQ, b.replica_id(),
                                 b.constant_int(ElementType::kU32, spec.root));
       v = b.select(is_root, v, b.zeros(t));
-      v = b.all_reduce(v, groups, region(&Builder::or_));
+      v = b.all_reduce(v, groups, region(bits == ElementType::kPred ? &Builder::or_ : &Builder::add));
       y = bits == spec.dtype ? v : b.bitcast_convert(v, x.type());
       break;
     }

@@ -234,7 +234,8 @@ def rank_main(rank, world, store, mode, results, barrier):
 def main():
     mode, world, out_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     assert torch.tpu.device_count() >= world, torch.tpu.device_count()
-    multi_threaded_pg._install_threaded_pg()
+    multi_threaded_pg._install_threaded_pg()  # torch.distributed's state per thread
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)  # group names too
     store = dist.HashStore()
     results = [None] * world
     barrier = threading.Barrier(world)
