@@ -64,6 +64,28 @@ def run_once(name, x, out):
         torch.tpu.synchronize()
 
 
+def timed(name, nbytes, device, repeats, meet):
+    """Median seconds of one collective of `nbytes` per rank on `device`,
+    after a warm-up (connections, programs); `meet` lines the ranks up."""
+    x = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    out = torch.empty(WORLD * x.numel(), dtype=x.dtype, device=device)
+    run_once(name, x, out)
+    times = []
+    for _ in range(repeats):
+        meet()
+        t0 = now()
+        run_once(name, x, out)
+        times.append(now() - t0)
+    return median(times)
+
+
+def busbw(name, nbytes, seconds):
+    """nccl-tests' bus bandwidth in GB/s."""
+    factor = 2 * (WORLD - 1) / WORLD if name == "all_reduce" else (WORLD - 1) / WORLD
+    moved = nbytes if name == "all_reduce" else nbytes * WORLD
+    return moved / seconds * factor / 1e9
+
+
 def child(rank, init_file, byte_sizes, repeats):
     """One rank: times every (collective, size, side); rank 0 prints JSON."""
     dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=f"file://{init_file}",
@@ -74,20 +96,9 @@ def child(rank, init_file, byte_sizes, repeats):
         for nbytes in byte_sizes:
             row = {"collective": name, "bytes": nbytes}
             for side, device in (("gloo", "cpu"), ("tpu_dist", "tpu")):
-                x = torch.ones(nbytes // 4, dtype=torch.float32).to(device)
-                out = torch.empty(WORLD * x.numel(), dtype=x.dtype).to(device)
-                run_once(name, x, out)  # warm-up (connections, programs)
-                times = []
-                for _ in range(repeats):
-                    dist.barrier()
-                    t0 = now()
-                    run_once(name, x, out)
-                    times.append(now() - t0)
-                t = median(times)
-                factor = 2 * (WORLD - 1) / WORLD if name == "all_reduce" else (WORLD - 1) / WORLD
-                moved = nbytes if name == "all_reduce" else nbytes * WORLD
+                t = timed(name, nbytes, device, repeats, dist.barrier)
                 row[f"{side}_us"] = t * 1e6
-                row[f"{side}_busbw_gbs"] = moved / t * factor / 1e9
+                row[f"{side}_busbw_gbs"] = busbw(name, nbytes, t)
             row["tpu_dist_over_gloo_busbw"] = ratio(row["tpu_dist_busbw_gbs"],
                                                     row["gloo_busbw_gbs"])
             rows.append(row)
@@ -116,18 +127,9 @@ def native_child(byte_sizes, repeats):
             device = torch.device("tpu", rank)
             for name in COLLECTIVES:
                 for nbytes in byte_sizes:
-                    x = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
-                    out = torch.empty(WORLD * x.numel(), dtype=x.dtype, device=device)
-                    run_once(name, x, out)  # warm-up (the program compiles)
-                    times = []
-                    for _ in range(repeats):
-                        barrier.wait()
-                        t0 = now()
-                        run_once(name, x, out)
-                        times.append(now() - t0)
+                    t = timed(name, nbytes, device, repeats, barrier.wait)
                     if rank == 0:
-                        rows.append({"collective": name, "bytes": nbytes,
-                                     "native_us": median(times) * 1e6})
+                        rows.append({"collective": name, "bytes": nbytes, "native_us": t * 1e6})
             counts = torch_tpu.metrics()
             assert counts.get("collectives_native", 0) > 0, counts  # the transport ran
             dist.destroy_process_group()
@@ -184,10 +186,8 @@ def main():
     native_rows = json.loads(native.stdout.strip().splitlines()[-1])
     for row, nat in zip(rows, native_rows):
         assert (row["collective"], row["bytes"]) == (nat["collective"], nat["bytes"])
-        factor = 2 * (WORLD - 1) / WORLD if row["collective"] == "all_reduce" else (WORLD - 1) / WORLD
-        moved = row["bytes"] if row["collective"] == "all_reduce" else row["bytes"] * WORLD
         row["native_us"] = nat["native_us"]
-        row["native_busbw_gbs"] = moved / (nat["native_us"] / 1e6) * factor / 1e9
+        row["native_busbw_gbs"] = busbw(row["collective"], row["bytes"], nat["native_us"] / 1e6)
         row["native_over_gloo_busbw"] = ratio(row["native_busbw_gbs"], row["gloo_busbw_gbs"])
         row["native_over_host_staged_busbw"] = ratio(row["native_busbw_gbs"],
                                                      row["tpu_dist_busbw_gbs"])
