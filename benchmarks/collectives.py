@@ -1,4 +1,4 @@
-"""Collective bus bandwidth on 2 processes: tpu_dist (host-staged) against
+"""Collective bus bandwidth on 2 ranks: tpu_dist's two transports against
 gloo on CPU tensors.
 
     python benchmarks/collectives.py [--repeats 10] [--max-mib 64] [--smoke]
@@ -14,7 +14,15 @@ and the bus bandwidth as nccl-tests defines it — all_reduce: bytes / time
 x 2(n-1)/n; all_gather: output bytes / time x (n-1)/n — with the ratio
 tpu_dist / gloo. tpu_dist's extra cost is the device<->host copies and the
 small signature exchange before each collective (TORCH_TPU_DIST_CHECKS=0
-skips it; `--no-checks`). Writes results/collectives.json and .md.
+skips it; `--no-checks`).
+
+The device-native column runs the same loop with the 2 ranks as threads of
+one process, rank r on tpu:r of one client with 2 devices
+(TORCH_TPU_NUM_DEVICES=2): tpu_dist then runs each collective as one
+StableHLO collective in a PJRT program across both devices (no host copies,
+no Gloo); ranks meet at a thread barrier instead of dist.barrier. Reported
+with the ratios native / gloo and native / host-staged. Writes
+results/collectives.json and .md.
 """
 import common  # noqa: F401  (first: sets the cache environment before torch)
 
@@ -24,6 +32,7 @@ import json
 import os
 import subprocess
 import tempfile
+import threading
 
 import torch
 import torch.distributed as dist
@@ -55,6 +64,28 @@ def run_once(name, x, out):
         torch.tpu.synchronize()
 
 
+def timed(name, nbytes, device, repeats, meet):
+    """Median seconds of one collective of `nbytes` per rank on `device`,
+    after a warm-up (connections, programs); `meet` lines the ranks up."""
+    x = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    out = torch.empty(WORLD * x.numel(), dtype=x.dtype, device=device)
+    run_once(name, x, out)
+    times = []
+    for _ in range(repeats):
+        meet()
+        t0 = now()
+        run_once(name, x, out)
+        times.append(now() - t0)
+    return median(times)
+
+
+def busbw(name, nbytes, seconds):
+    """nccl-tests' bus bandwidth in GB/s."""
+    factor = 2 * (WORLD - 1) / WORLD if name == "all_reduce" else (WORLD - 1) / WORLD
+    moved = nbytes if name == "all_reduce" else nbytes * WORLD
+    return moved / seconds * factor / 1e9
+
+
 def child(rank, init_file, byte_sizes, repeats):
     """One rank: times every (collective, size, side); rank 0 prints JSON."""
     dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=f"file://{init_file}",
@@ -65,26 +96,55 @@ def child(rank, init_file, byte_sizes, repeats):
         for nbytes in byte_sizes:
             row = {"collective": name, "bytes": nbytes}
             for side, device in (("gloo", "cpu"), ("tpu_dist", "tpu")):
-                x = torch.ones(nbytes // 4, dtype=torch.float32).to(device)
-                out = torch.empty(WORLD * x.numel(), dtype=x.dtype).to(device)
-                run_once(name, x, out)  # warm-up (connections, programs)
-                times = []
-                for _ in range(repeats):
-                    dist.barrier()
-                    t0 = now()
-                    run_once(name, x, out)
-                    times.append(now() - t0)
-                t = median(times)
-                factor = 2 * (WORLD - 1) / WORLD if name == "all_reduce" else (WORLD - 1) / WORLD
-                moved = nbytes if name == "all_reduce" else nbytes * WORLD
+                t = timed(name, nbytes, device, repeats, dist.barrier)
                 row[f"{side}_us"] = t * 1e6
-                row[f"{side}_busbw_gbs"] = moved / t * factor / 1e9
+                row[f"{side}_busbw_gbs"] = busbw(name, nbytes, t)
             row["tpu_dist_over_gloo_busbw"] = ratio(row["tpu_dist_busbw_gbs"],
                                                     row["gloo_busbw_gbs"])
             rows.append(row)
     if rank == 0:
         print(json.dumps(rows))
     dist.destroy_process_group()
+
+
+def native_child(byte_sizes, repeats):
+    """Both ranks as threads of this process on tpu:0 and tpu:1 (native
+    transport); prints rank 0's JSON rows."""
+    from torch.testing._internal.distributed import multi_threaded_pg
+
+    import torch_tpu
+
+    multi_threaded_pg._install_threaded_pg()  # torch.distributed's state per thread
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)  # group names too
+    store = dist.HashStore()
+    barrier = threading.Barrier(WORLD)
+    rows, errors = [], []
+
+    def rank_main(rank):
+        try:
+            dist.init_process_group("tpu_dist", store=store, rank=rank, world_size=WORLD,
+                                    timeout=datetime.timedelta(seconds=300))
+            device = torch.device("tpu", rank)
+            for name in COLLECTIVES:
+                for nbytes in byte_sizes:
+                    t = timed(name, nbytes, device, repeats, barrier.wait)
+                    if rank == 0:
+                        rows.append({"collective": name, "bytes": nbytes, "native_us": t * 1e6})
+            counts = torch_tpu.metrics()
+            assert counts.get("collectives_native", 0) > 0, counts  # the transport ran
+            dist.destroy_process_group()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+            barrier.abort()
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(WORLD)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(errors)
+    print(json.dumps(rows))
 
 
 def main():
@@ -96,7 +156,10 @@ def main():
     p.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     p.add_argument("--init-file", help=argparse.SUPPRESS)
     p.add_argument("--sizes", help=argparse.SUPPRESS)
+    p.add_argument("--native", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.native:
+        return native_child(json.loads(args.sizes), args.repeats)
     if args.rank is not None:
         return child(args.rank, args.init_file, json.loads(args.sizes), args.repeats)
     if args.smoke:
@@ -112,21 +175,39 @@ def main():
         procs = [subprocess.Popen(cmd + ["--rank", str(r)], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for r in range(WORLD)]
         outs = [proc.communicate(timeout=1800) for proc in procs]
+        native = subprocess.run(cmd + ["--native"], env=dict(env, TORCH_TPU_NUM_DEVICES=str(WORLD)),
+                                capture_output=True, text=True, timeout=1800)
     for r, (proc, (out, err)) in enumerate(zip(procs, outs)):
         if proc.returncode != 0:
             raise RuntimeError(f"rank {r} failed:\n{err[-3000:]}")
+    if native.returncode != 0:
+        raise RuntimeError(f"native ranks failed:\n{native.stderr[-3000:]}")
     rows = json.loads(outs[0][0].strip().splitlines()[-1])
+    native_rows = json.loads(native.stdout.strip().splitlines()[-1])
+    for row, nat in zip(rows, native_rows):
+        assert (row["collective"], row["bytes"]) == (nat["collective"], nat["bytes"])
+        row["native_us"] = nat["native_us"]
+        row["native_busbw_gbs"] = busbw(row["collective"], row["bytes"], nat["native_us"] / 1e6)
+        row["native_over_gloo_busbw"] = ratio(row["native_busbw_gbs"], row["gloo_busbw_gbs"])
+        row["native_over_host_staged_busbw"] = ratio(row["native_busbw_gbs"],
+                                                     row["tpu_dist_busbw_gbs"])
 
     def size(n):
         return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
 
     md = (f"Collective bus bandwidth, {WORLD} processes on one machine, float32, median of "
           f"{args.repeats} (signature checks {'off' if args.no_checks else 'on'})\n\n")
-    md += table(["collective", "size per rank", "gloo (CPU) µs", "tpu_dist µs",
-                 "gloo busbw GB/s", "tpu_dist busbw GB/s", "tpu_dist / gloo"],
+    md += ("tpu_dist host-staged: 2 processes; tpu_dist native: 2 ranks as threads of one "
+           "process on tpu:0 and tpu:1 (one XLA:CPU client).\n\n")
+    md += table(["collective", "size per rank", "gloo (CPU) µs", "host-staged µs", "native µs",
+                 "gloo busbw GB/s", "host-staged busbw GB/s", "native busbw GB/s",
+                 "host-staged / gloo", "native / gloo", "native / host-staged"],
                 [[r["collective"], size(r["bytes"]), f"{r['gloo_us']:.0f}",
-                  f"{r['tpu_dist_us']:.0f}", f"{r['gloo_busbw_gbs']:.3f}",
-                  f"{r['tpu_dist_busbw_gbs']:.3f}", f"{r['tpu_dist_over_gloo_busbw']:.2f}"]
+                  f"{r['tpu_dist_us']:.0f}", f"{r['native_us']:.0f}",
+                  f"{r['gloo_busbw_gbs']:.3f}", f"{r['tpu_dist_busbw_gbs']:.3f}",
+                  f"{r['native_busbw_gbs']:.3f}", f"{r['tpu_dist_over_gloo_busbw']:.2f}",
+                  f"{r['native_over_gloo_busbw']:.2f}",
+                  f"{r['native_over_host_staged_busbw']:.2f}"]
                  for r in rows])
     write_results(args.out, "collectives", {"smoke": args.smoke, "world": WORLD,
                                             "repeats": args.repeats,

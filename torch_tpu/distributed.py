@@ -6,10 +6,14 @@ autoload entry point), so that `init_process_group("tpu_dist")`,
 `init_process_group(backend="cpu:gloo,tpu:tpu_dist")` work. `tpu` is an
 alias of `tpu_dist`.
 
-Transport: host-staged. Collectives copy tpu tensors to the host, run on a
-Gloo process group made here on the same store, rank and size (under its own
-key prefix), and copy the results back in place. `torch_tpu.metrics()`
-counts them (`collectives_host_staged`, `collective_bytes_host_staged`).
+Transports, chosen per group (`TORCH_TPU_DIST_TRANSPORT=auto|host|native`):
+device-native when every rank is a thread of this process on its own tpu
+device (one StableHLO collective in a PJRT program run across the ranks'
+devices), else host-staged: collectives copy tpu tensors to the host, run
+on a Gloo process group made here on the same store, rank and size (under
+its own key prefix), and copy the results back in place. `torch_tpu.metrics()`
+counts them per transport (`collectives_native`, `collective_bytes_native`,
+`collectives_host_staged`, `collective_bytes_host_staged`).
 Before each collective the ranks exchange its signature (collective, dtype,
 sizes, root, reduce op, all-to-all splits) and raise a DistBackendError
 naming every rank's call when they differ; `TORCH_TPU_DIST_CHECKS=0` skips
@@ -32,8 +36,9 @@ def _create_backend(opts, backend_options=None):
     # Ranks first agree on each collective's signature (one small host
     # all-gather), so a mismatch raises instead of aborting inside Gloo.
     checks = os.environ.get("TORCH_TPU_DIST_CHECKS", "1") != "0"
+    transport = os.environ.get("TORCH_TPU_DIST_TRANSPORT", "auto")
     return _C._tpu_dist_backend(opts.group_rank, opts.group_size, host,
-                                opts.timeout.total_seconds(), checks)
+                                opts.timeout.total_seconds(), checks, opts.store, transport)
 
 
 def register() -> bool:

@@ -287,26 +287,45 @@ void replay_write(engine::Engine& e, const CapturedWrite& w, hlo::Value v) {
                                           : lowering::dense_layout(b, v, w.view, w.numel));
 }
 
+engine::ValuePtr flat_value(const at::Tensor& src) {
+  auto& e = engine::Engine::get();
+  auto guard = e.lock();
+  StorageState& st = state_of(src);
+  ElementType dtype = to_hlo(src.scalar_type());
+  Strided view = view_of(src);
+  int64_t n = static_cast<int64_t>(st.nbytes / engine::element_size(dtype));
+  if (st.value && st.dtype == dtype && view.offset == 0 && view.numel() == n &&
+      view.contiguous())
+    return st.value;  // the storage is the tensor
+  e.begin(st.device);
+  engine::ValuePtr value = e.produce(e.builder().reshape(read(e, src), {src.numel()}));
+  e.end("to_cpu");
+  return value;
+}
+
+void assign(const at::Tensor& dst, const engine::ValuePtr& flat) {
+  auto& e = engine::Engine::get();
+  StorageState& st = state_of(dst);
+  ElementType dtype = to_hlo(dst.scalar_type());
+  auto guard = e.lock();
+  Strided view = view_of(dst);
+  int64_t n = static_cast<int64_t>(st.nbytes / engine::element_size(dtype));
+  if (view.offset == 0 && view.numel() == n && view.contiguous() &&
+      st.nbytes % engine::element_size(dtype) == 0) {
+    st.value = flat;
+    st.dtype = dtype;
+    return;
+  }
+  e.begin(st.device);
+  write(e, dst, e.builder().reshape(e.use(flat), dst.sizes().vec()));
+  e.end("copy_from_cpu");
+}
+
 at::Tensor to_cpu(const at::Tensor& src) {
   auto& e = engine::Engine::get();
   at::Tensor out = at::empty(src.sizes(), src.options().device(c10::kCPU));
   if (src.numel() == 0) return out;
-  engine::ValuePtr value;
-  {
-    auto guard = e.lock();
-    StorageState& st = state_of(src);
-    ElementType dtype = to_hlo(src.scalar_type());
-    Strided view = view_of(src);
-    int64_t n = static_cast<int64_t>(st.nbytes / engine::element_size(dtype));
-    if (st.value && st.dtype == dtype && view.offset == 0 && view.numel() == n &&
-        view.contiguous()) {
-      value = st.value;  // the storage is the tensor: download it directly
-    } else {
-      e.begin(st.device);
-      value = e.produce(e.builder().reshape(read(e, src), {src.numel()}));
-      e.end("to_cpu");
-    }
-  }
+  engine::ValuePtr value = flat_value(src);
   try {
     e.to_host(value, out.data_ptr(), out.nbytes());
   } catch (const engine::CheckFailed& failed) {
@@ -320,22 +339,14 @@ void copy_from_cpu(const at::Tensor& dst, const at::Tensor& src) {
   auto& e = engine::Engine::get();
   if (dst.numel() == 0) return;
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
-  StorageState& st = state_of(dst);
   ElementType dtype = to_hlo(dst.scalar_type());
-  auto guard = e.lock();
-  engine::ValuePtr uploaded =
-      e.from_host(host.data_ptr(), hlo::TensorType{dtype, {host.numel()}}, st.device);
-  Strided view = view_of(dst);
-  int64_t n = static_cast<int64_t>(st.nbytes / engine::element_size(dtype));
-  if (view.offset == 0 && view.numel() == n && view.contiguous() &&
-      st.nbytes % engine::element_size(dtype) == 0) {
-    st.value = uploaded;
-    st.dtype = dtype;
-    return;
+  engine::ValuePtr uploaded;
+  {
+    auto guard = e.lock();
+    uploaded = e.from_host(host.data_ptr(), hlo::TensorType{dtype, {host.numel()}},
+                           state_of(dst).device);
   }
-  e.begin(st.device);
-  write(e, dst, e.builder().reshape(e.use(uploaded), dst.sizes().vec()));
-  e.end("copy_from_cpu");
+  assign(dst, uploaded);
 }
 
 void resize(const at::Tensor& t, c10::IntArrayRef sizes,

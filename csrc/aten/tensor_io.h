@@ -51,6 +51,14 @@ void replay_write(engine::Engine& e, const CapturedWrite& w, hlo::Value v);
 // The dtype a Python number enters a program in (f32/f64, i64, i1, c64).
 hlo::ElementType scalar_dtype(const c10::Scalar& s, bool wide);
 
+// A tensor (any view) as a flat row-major value of its elements: its
+// storage's value when the storage is the tensor, else a new pending one.
+// Takes the engine lock.
+engine::ValuePtr flat_value(const at::Tensor& src);
+// Writes a flat value of dst's elements and dtype into dst (any view;
+// aliases see it): the storage takes `flat` when dst covers it densely.
+void assign(const at::Tensor& dst, const engine::ValuePtr& flat);
+
 // Host transfers (take the engine lock themselves).
 at::Tensor to_cpu(const at::Tensor& src);                // dense copy
 void copy_from_cpu(const at::Tensor& dst, const at::Tensor& src);  // any layout

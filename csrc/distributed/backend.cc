@@ -61,6 +61,13 @@ std::string describe(const int64_t* row, int64_t size) {
   return s.str();
 }
 
+// Whether all-to-all splits are equal (none given: equal).
+bool even(const std::vector<int64_t>& splits) {
+  for (int64_t s : splits)
+    if (s != splits[0]) return false;
+  return true;
+}
+
 std::vector<at::Tensor> joined(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -69,9 +76,11 @@ std::vector<at::Tensor> joined(std::vector<at::Tensor> a, const std::vector<at::
 }  // namespace
 
 Backend::Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
-                 std::chrono::milliseconds timeout, bool check_signatures)
+                 std::chrono::milliseconds timeout, bool check_signatures,
+                 std::shared_ptr<NativeGroup> native)
     : c10d::Backend(rank, size),
       host_(std::move(host)),
+      native_(std::move(native)),
       timeout_(timeout),
       check_signatures_(check_signatures) {
   TORCH_CHECK_VALUE(host_, "tpu_dist: a host process group is required");
@@ -134,6 +143,8 @@ void Backend::setTimeout(std::chrono::milliseconds timeout) {
 c10::intrusive_ptr<c10d::Work> Backend::broadcast(std::vector<at::Tensor>& tensors,
                                                   const c10d::BroadcastOptions& opts) {
   check_tpu("broadcast", tensors, "tensor");
+  if (native("broadcast", Collective::kBroadcast, tensors, tensors, -1, opts.rootRank))
+    return finished(tensors);
   agree("broadcast", tensors, -1, opts.rootRank);
   auto host = to_host(tensors);
   wait_host("broadcast", host_->broadcast(host, opts), rank_, size_, nbytes(host));
@@ -144,6 +155,8 @@ c10::intrusive_ptr<c10d::Work> Backend::broadcast(std::vector<at::Tensor>& tenso
 c10::intrusive_ptr<c10d::Work> Backend::allreduce(std::vector<at::Tensor>& tensors,
                                                   const c10d::AllreduceOptions& opts) {
   check_tpu("allreduce", tensors, "tensor");
+  if (native("allreduce", Collective::kAllReduce, tensors, tensors, opts.reduceOp.op_))
+    return finished(tensors);
   agree("allreduce", tensors, opts.reduceOp.op_);
   auto host = to_host(tensors);
   c10d::AllreduceOptions o = opts;
@@ -156,6 +169,9 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce(std::vector<at::Tensor>& tenso
 c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   check_tpu("allreduce_coalesced", tensors, "tensor");
+  if (native("allreduce_coalesced", Collective::kAllReduce, tensors, tensors,
+             opts.reduceOp.op_))
+    return finished(tensors);
   agree("allreduce_coalesced", tensors, opts.reduceOp.op_);
   auto host = to_host(tensors);
   c10d::AllreduceCoalescedOptions o = opts;
@@ -196,6 +212,11 @@ c10::intrusive_ptr<c10d::Work> Backend::staged(const char* op, In& inputs, Out& 
 c10::intrusive_ptr<c10d::Work> Backend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                   std::vector<at::Tensor>& inputs,
                                                   const c10d::AllgatherOptions& opts) {
+  check_tpu("allgather", inputs, "input");
+  check_tpu("allgather", outputs, "output");
+  if (native("allgather", Collective::kAllGather, inputs, outputs.empty() ? inputs : outputs[0],
+             -1, -1, inputs.size() == 1 && outputs.size() == 1 ? nullptr : "several inputs"))
+    return finished(flat(outputs));
   return staged("allgather", inputs, outputs, inputs, -1, -1, [&](auto& in, auto& out) {
     return host_->allgather(out, in, opts);
   });
@@ -210,6 +231,11 @@ c10::intrusive_ptr<c10d::Work> Backend::_allgather_base(at::Tensor& output, at::
 c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  check_tpu("all_gather_into_tensor", inputs, "input");
+  check_tpu("all_gather_into_tensor", outputs, "output");
+  if (native("all_gather_into_tensor", Collective::kAllGather, inputs, outputs, -1, -1,
+             inputs.size() == 1 ? nullptr : "several inputs"))
+    return finished(outputs);
   return staged("all_gather_into_tensor", inputs, outputs, joined(inputs, outputs), -1, -1,
                 [&](auto& in, auto& out) {
                   return out.size() == 1 ? host_->_allgather_base(out[0], in[0], opts)
@@ -234,6 +260,12 @@ c10::intrusive_ptr<c10d::Work> Backend::scatter(std::vector<at::Tensor>& outputs
 c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
+  check_tpu("reduce_scatter", inputs, "input");
+  check_tpu("reduce_scatter", outputs, "output");
+  if (native("reduce_scatter", Collective::kReduceScatter, inputs.empty() ? outputs : inputs[0],
+             outputs, opts.reduceOp.op_, -1,
+             inputs.size() == 1 && outputs.size() == 1 ? nullptr : "several outputs"))
+    return finished(outputs);
   return staged("reduce_scatter", inputs, outputs, joined(flat(inputs), outputs),
                 opts.reduceOp.op_, -1, [&](auto& in, auto& out) {
                   c10d::ReduceScatterOptions o = opts;
@@ -251,6 +283,11 @@ c10::intrusive_ptr<c10d::Work> Backend::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> Backend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
+  check_tpu("reduce_scatter_tensor", inputs, "input");
+  check_tpu("reduce_scatter_tensor", outputs, "output");
+  if (native("reduce_scatter_tensor", Collective::kReduceScatter, inputs, outputs,
+             opts.reduceOp.op_, -1, inputs.size() == 1 ? nullptr : "several inputs"))
+    return finished(outputs);
   return staged("reduce_scatter_tensor", inputs, outputs, joined(inputs, outputs),
                 opts.reduceOp.op_, -1, [&](auto& in, auto& out) {
                   c10d::ReduceScatterOptions o = opts;
@@ -266,6 +303,9 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall_base(at::Tensor& output, at::Te
                                                       const c10d::AllToAllOptions& opts) {
   check_tpu("all_to_all_single", input, "input");
   check_tpu("all_to_all_single", output, "output");
+  if (native("all_to_all_single", Collective::kAllToAll, {input}, {output}, -1, -1,
+             even(input_splits) && even(output_splits) ? nullptr : "uneven splits"))
+    return finished({output});
   agree("all_to_all_single", {input, output}, -1, -1, input_splits, output_splits);
   at::Tensor host_in = to_host(input);
   at::Tensor host_out = at::empty(output.sizes(), output.options().device(c10::kCPU));
@@ -299,6 +339,9 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(std::vector<at::Tensor>& output
     out_splits.push_back(t.numel());
     total += t.numel();
   }
+  if (native("all_to_all", Collective::kAllToAll, inputs, outputs, -1, -1,
+             even(in_splits) && even(out_splits) ? nullptr : "uneven tensors"))
+    return finished(outputs);
   agree("all_to_all", joined(inputs, outputs), -1, -1, in_splits, out_splits);
   at::Tensor flat_in = at::cat(host_in);
   at::Tensor flat_out = at::empty({total}, flat_in.options());

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "native.h"
+
 namespace torch_tpu::distributed {
 
 class Backend final : public c10d::Backend {
@@ -29,8 +31,11 @@ class Backend final : public c10d::Backend {
   // `check_signatures`, every collective first exchanges what it is (see
   // Signature) so that ranks that disagree raise instead of reaching Gloo,
   // which aborts the process on a size mismatch.
+  // `native`: the device-native transport's group when all ranks are
+  // threads of this process (native.h), else null (host-staged only).
   Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
-          std::chrono::milliseconds timeout, bool check_signatures = true);
+          std::chrono::milliseconds timeout, bool check_signatures = true,
+          std::shared_ptr<NativeGroup> native = nullptr);
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
@@ -107,7 +112,17 @@ class Backend final : public c10d::Backend {
                                         const std::vector<at::Tensor>& signature, int64_t reduce,
                                         int64_t root, Launch launch);
 
+  // Runs the collective device-native when the group can (see native.h);
+  // false: run it host-staged (every rank decides the same).
+  bool native(const char* op, Collective kind, const std::vector<at::Tensor>& inputs,
+              const std::vector<at::Tensor>& outputs, int64_t reduce = -1, int64_t root = -1,
+              const char* host_reason = nullptr) {
+    return native_ && native_->run(op, rank_, timeout_, kind, inputs, outputs, reduce, root,
+                                   host_reason);
+  }
+
   c10::intrusive_ptr<c10d::Backend> host_;
+  std::shared_ptr<NativeGroup> native_;
   std::chrono::milliseconds timeout_;
   bool check_signatures_;
 };

@@ -754,6 +754,13 @@ ValuePtr Engine::from_host(const void* data, const hlo::TensorType& type, int de
   return v;
 }
 
+ValuePtr Engine::adopt(pjrt::BufferPtr buffer, int device) {
+  auto v = std::make_shared<DeviceValue>(
+      hlo::TensorType{element_type_of(buffer->element_type()), buffer->dims()}, device);
+  v->buffer_ = std::move(buffer);
+  return v;
+}
+
 void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
   ++run_;
   pjrt::BufferPtr b = buffer(v, "host_read");

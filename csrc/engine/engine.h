@@ -136,6 +136,9 @@ class Engine {
   // Materializes `v` (flushing if it is pending) and returns its buffer.
   pjrt::BufferPtr buffer(const ValuePtr& v, const char* cause);
   ValuePtr from_host(const void* data, const hlo::TensorType& type, int device);
+  // A materialized value holding `buffer` (a result of a program the engine
+  // did not launch: csrc/distributed's collectives).
+  ValuePtr adopt(pjrt::BufferPtr buffer, int device);
   void to_host(const ValuePtr& v, void* dst, size_t bytes);
   // Flushes and waits until every launched program finished.
   void synchronize();

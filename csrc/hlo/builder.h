@@ -255,6 +255,19 @@ class Builder {
   // While loop over `init`; `cond` yields one i1 scalar, `body` the new state.
   Values while_loop(const Values& init, const RegionFn& cond, const RegionFn& body);
 
+  // ---- collectives (collectives.cc) -----------------------------------------
+  // Cross-replica ops of a program compiled for several replicas. `groups`
+  // lists the replica ids of each group (every replica in exactly one).
+  using ReplicaGroups = std::vector<std::vector<int64_t>>;
+  Value all_reduce(Value x, const ReplicaGroups& groups, const RegionFn& combine);
+  Value all_gather(Value x, int64_t dim, const ReplicaGroups& groups);
+  Value reduce_scatter(Value x, int64_t dim, const ReplicaGroups& groups,
+                       const RegionFn& combine);
+  Value all_to_all(Value x, int64_t split_dim, int64_t concat_dim, const ReplicaGroups& groups);
+  // Each pair {source, target}: target receives source's x (others: zeros).
+  Value collective_permute(Value x, const std::vector<std::pair<int64_t, int64_t>>& pairs);
+  Value replica_id();  // tensor<ui32>
+
   // Escape hatch for ops without a method yet: explicit result types and
   // pre-formatted attributes ("{...}" or "").
   Values op(std::string_view name, const Values& operands,

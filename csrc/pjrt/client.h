@@ -31,6 +31,7 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   const std::shared_ptr<Plugin>& plugin() const { return plugin_; }
+  PJRT_Client* get() const { return client_; }  // borrowed (collective.h)
   const std::string& platform_name() const { return platform_name_; }
   const std::string& platform_version() const { return platform_version_; }
   int device_count() const { return static_cast<int>(devices_.size()); }

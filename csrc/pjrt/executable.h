@@ -23,6 +23,8 @@ class Executable {
   Executable& operator=(const Executable&) = delete;
 
   size_t num_outputs() const { return num_outputs_; }
+  PJRT_LoadedExecutable* get() const { return exe_; }  // borrowed (collective.h)
+  const PJRT_Api* api() const { return api_; }
   // Device memory one run allocates beyond its arguments (outputs not
   // aliasing an argument, plus temporaries), from the compiled program's
   // memory statistics; -1 when the plugin does not report them.

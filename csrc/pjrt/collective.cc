@@ -1,0 +1,120 @@
+#include "collective.h"
+
+#include <set>
+
+namespace torch_tpu::pjrt {
+
+namespace {
+
+void varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+void int_field(std::string& out, int field, int64_t v) {
+  varint(out, static_cast<uint64_t>(field) << 3);
+  varint(out, static_cast<uint64_t>(v));
+}
+
+void message_field(std::string& out, int field, const std::string& bytes) {
+  varint(out, (static_cast<uint64_t>(field) << 3) | 2u);
+  varint(out, bytes.size());
+  out += bytes;
+}
+
+}  // namespace
+
+std::string replicated_compile_options(const std::vector<int64_t>& device_ids) {
+  // DeviceAssignmentProto: replica_count = 1, computation_count = 2,
+  // computation_devices = 3 (ComputationDevice: replica_device_ids = 1,
+  // packed). One computation (partition) holding one device per replica.
+  std::string ids;
+  for (int64_t id : device_ids) varint(ids, static_cast<uint64_t>(id));
+  std::string computation;
+  message_field(computation, 1, ids);
+  std::string assignment;
+  int_field(assignment, 1, static_cast<int64_t>(device_ids.size()));
+  int_field(assignment, 2, 1);
+  message_field(assignment, 3, computation);
+  // ExecutableBuildOptionsProto: device_ordinal = 1, num_replicas = 4,
+  // num_partitions = 5, device_assignment = 9.
+  std::string build;
+  int_field(build, 1, -1);
+  int_field(build, 4, static_cast<int64_t>(device_ids.size()));
+  int_field(build, 5, 1);
+  message_field(build, 9, assignment);
+  // CompileOptionsProto: executable_build_options = 3.
+  std::string out;
+  message_field(out, 3, build);
+  return out;
+}
+
+ExecutablePtr compile_replicated(const Client& client, const std::string& mlir,
+                                 const std::vector<int>& devices) {
+  if (devices.empty()) throw Error("compile_replicated: no devices");
+  std::set<int> seen;
+  std::vector<int64_t> ids;
+  for (int d : devices) {
+    if (d < 0 || d >= client.device_count())
+      throw Error("compile_replicated: device " + std::to_string(d) + " out of range (" +
+                  std::to_string(client.device_count()) + " devices)");
+    if (!seen.insert(d).second)
+      throw Error("compile_replicated: device " + std::to_string(d) + " named twice");
+    ids.push_back(client.device_info(d).id);
+  }
+  const std::string options = replicated_compile_options(ids);
+  const PJRT_Api* api = client.plugin()->api();
+  static const char kFormat[] = "mlir";
+  auto program = PJRT_STRUCT(PJRT_Program);
+  program.code = const_cast<char*>(mlir.data());
+  program.code_size = mlir.size();
+  program.format = kFormat;
+  program.format_size = sizeof(kFormat) - 1;
+  auto a = PJRT_ARGS(PJRT_Client_Compile);
+  a.client = client.get();
+  a.program = &program;
+  a.compile_options = options.data();
+  a.compile_options_size = options.size();
+  PJRT_CALL(api, PJRT_Client_Compile, a);
+  return std::make_shared<Executable>(api, a.executable);
+}
+
+ReplicatedResult execute_replicated(const Executable& exe,
+                                    const std::vector<std::vector<PJRT_Buffer*>>& args) {
+  const size_t n = args.size();
+  const PJRT_Api* api = exe.api();
+  auto options = PJRT_STRUCT(PJRT_ExecuteOptions);
+  std::vector<PJRT_Buffer* const*> arg_lists(n);
+  std::vector<std::vector<PJRT_Buffer*>> outputs(n,
+                                                 std::vector<PJRT_Buffer*>(exe.num_outputs()));
+  std::vector<PJRT_Buffer**> output_lists(n);
+  std::vector<PJRT_Event*> done(n, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    if (args[i].size() != args[0].size())
+      throw Error("execute_replicated: replicas differ in their argument count");
+    arg_lists[i] = args[i].data();
+    output_lists[i] = outputs[i].data();
+  }
+  auto a = PJRT_ARGS(PJRT_LoadedExecutable_Execute);
+  a.executable = exe.get();
+  a.options = &options;
+  a.argument_lists = arg_lists.data();
+  a.num_devices = n;
+  a.num_args = n ? args[0].size() : 0;
+  a.output_lists = output_lists.data();
+  a.device_complete_events = done.data();
+  a.execute_device = nullptr;  // every device of the program's assignment
+  PJRT_CALL(api, PJRT_LoadedExecutable_Execute, a);
+  ReplicatedResult result;
+  result.outputs.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (PJRT_Buffer* b : outputs[i]) result.outputs[i].push_back(std::make_shared<Buffer>(api, b));
+    result.done.push_back(done[i] ? std::make_shared<Event>(api, done[i]) : nullptr);
+  }
+  return result;
+}
+
+}  // namespace torch_tpu::pjrt
