@@ -125,3 +125,179 @@ def run_tp(mode, rank, world, init_file, steps=3):
     tpu_losses, tpu_params = train_tp("tpu", steps)
     cpu_losses, cpu_params = train_tp("cpu", steps)
     return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params)
+
+
+# --- torch.distributed.checkpoint -----------------------------------------
+
+def sharded_gpt(world):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    model = gpt().to("tpu")
+    mesh = init_device_mesh("tpu", (world,))
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def checkpoint_paths(init_file):
+    import os
+
+    folder = os.path.dirname(init_file)
+    return os.path.join(folder, "checkpoint"), os.path.join(folder, "reference.pt")
+
+
+def full_params(model):
+    return {k: v.full_tensor().detach().cpu() for k, v in model.state_dict().items()}
+
+
+def run_dcp_save(mode, rank, world, init_file, steps=2):
+    """Trains the FSDP2-sharded GPT on tpu for a few steps, saves it with
+    torch.distributed.checkpoint, and loads it back into a model whose
+    parameters were zeroed; rank 0 also keeps the full parameters for
+    run_dcp_load."""
+    import torch.distributed.checkpoint as dcp
+
+    start(mode, rank, world, init_file)
+    path, reference = checkpoint_paths(init_file)
+    model = sharded_gpt(world)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for batch in tokens(rank, steps):
+        batch = batch.to("tpu")
+        loss = F.cross_entropy(model(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    saved = full_params(model)
+    dcp.save({"model": model.state_dict()}, checkpoint_id=path)
+    if rank == 0:
+        torch.save(saved, reference)
+    results = {}
+    fresh = sharded_gpt(world)
+    with torch.no_grad():
+        for p in fresh.parameters():
+            p.zero_()
+    state = {"model": fresh.state_dict()}
+    dcp.load(state, checkpoint_id=path)
+    try:
+        local = next(iter(state["model"].values())).to_local()
+        assert local.device.type == "tpu", local.device
+        for k, v in full_params(fresh).items():
+            torch.testing.assert_close(v, saved[k], rtol=0, atol=0)
+        results["loads_back"] = "ok"
+    except AssertionError as e:
+        results["loads_back"] = str(e)
+    return results
+
+
+def run_dcp_load(mode, rank, world, init_file):
+    """Loads run_dcp_save's checkpoint into the GPT sharded over another
+    number of processes; the full parameters equal the saved ones."""
+    import torch.distributed.checkpoint as dcp
+
+    start(mode, rank, world, init_file)
+    path, reference = checkpoint_paths(init_file)
+    model = sharded_gpt(world)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    state = {"model": model.state_dict()}
+    dcp.load(state, checkpoint_id=path)
+    expected = torch.load(reference)
+    try:
+        for k, v in full_params(model).items():
+            torch.testing.assert_close(v, expected[k], rtol=0, atol=0)
+        return {"loads_resharded": "ok"}
+    except AssertionError as e:
+        return {"loads_resharded": str(e)}
+
+
+# --- sequence parallelism and a 2-D mesh ----------------------------------
+
+def sequence_parallel_plan():
+    """Megatron-style tensor parallelism with sequence parallelism on each
+    GPT block: the residual stream is sharded along the sequence between the
+    blocks (Shard(1)); the LayerNorms run on that shard (SequenceParallel);
+    qkv and fc are column-parallel, proj and out row-parallel."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   RowwiseParallel, SequenceParallel)
+
+    block = {
+        "ln1": SequenceParallel(),
+        "qkv": ColwiseParallel(input_layouts=Shard(1), use_local_output=False),
+        "proj": RowwiseParallel(output_layouts=Shard(1)),
+        "ln2": SequenceParallel(),
+        "fc": ColwiseParallel(input_layouts=Shard(1)),
+        "out": RowwiseParallel(output_layouts=Shard(1)),
+    }
+    first = PrepareModuleInput(input_layouts=(Replicate(),), desired_input_layouts=(Shard(1),),
+                               use_local_output=False)
+    top = {"ln": SequenceParallel(),
+           "head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())}
+    return block, first, top
+
+
+def train_sequence_parallel(device, steps):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    model = gpt().to(device)
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    block, first, top = sequence_parallel_plan()
+    for i, b in enumerate(model.blocks):
+        parallelize_module(b, mesh, block)
+        if i == 0:
+            parallelize_module(b, mesh, first)
+    parallelize_module(model, mesh, top)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for batch in tokens(0, steps):  # the same batch on every rank
+        batch = batch.to(device)
+        loss = F.cross_entropy(model(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.full_tensor().detach().cpu() for p in model.parameters()]
+
+
+def run_sp(mode, rank, world, init_file, steps=3):
+    start(mode, rank, world, init_file)
+    tpu_losses, tpu_params = train_sequence_parallel("tpu", steps)
+    cpu_losses, cpu_params = train_sequence_parallel("cpu", steps)
+    return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params)
+
+
+def train_2d(device, steps):
+    """FSDP over "dp" and tensor parallelism over "tp" on a (2, world/2) mesh."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    world = dist.get_world_size()
+    mesh = init_device_mesh(device, (2, world // 2), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16)).to(device)
+    parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    fully_shard(model, mesh=mesh["dp"])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(3 + mesh.get_local_rank("dp"))  # one batch per dp rank
+    x, y = torch.randn(8, 16, generator=g).to(device), torch.randn(8, 16, generator=g).to(device)
+    losses = []
+    for _ in range(steps):
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.full_tensor().detach().cpu() for p in model.parameters()]
+
+
+def run_2d(mode, rank, world, init_file, steps=3):
+    start(mode, rank, world, init_file)
+    tpu_losses, tpu_params = train_2d("tpu", steps)
+    cpu_losses, cpu_params = train_2d("cpu", steps)
+    return compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params)
