@@ -511,7 +511,10 @@ def run_ddp(mode, rank, world, init_file, steps=20, batch=16):
     local = [(x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]) for x, y in data]
     model = nn.parallel.DistributedDataParallel(
         make_model(name).to("tpu"), gradient_as_bucket_view="bucket_view" in options,
-        find_unused_parameters="find_unused" in options, bucket_cap_mb=0.002)
+        find_unused_parameters="find_unused" in options,
+        # Small buckets: several all-reduces a step. Dynamo's DDPOptimizer
+        # sizes its own (the first no larger than the rest).
+        bucket_cap_mb=None if "compiled" in options else 0.002)
     module = model.module
     if "compiled" in options:
         model = torch.compile(model, backend="tpu")

@@ -143,7 +143,7 @@ DDP_RUNS = [
 def test_ddp_matches_single_process(tmp_path, mode, world):
     """20 steps of DDP (the MLP, or the small GPT with "+gpt") equal 20 steps
     of one process on the global batch."""
-    results = run_ranks("ddp", tmp_path, mode=mode, world=world, timeout=240)
+    results = run_ranks("ddp", tmp_path, mode=mode, world=world, timeout=400)
     for rank, r in enumerate(results):
         assert r.get("ranks_agree") == "ok", f"rank {rank}: {r}"
         assert r.get("allreduces_were_host_staged") == "ok", f"rank {rank}: {r}"
