@@ -66,7 +66,7 @@ COLLECTIVES = [
     "functional_all_reduce", "functional_all_reduce_avg_bfloat16",
     "functional_all_gather_into_tensor", "functional_reduce_scatter_tensor",
     "functional_all_to_all_single", "functional_broadcast", "functional_all_reduce_coalesced",
-    "funcol_api", "metrics_count_host_staged",
+    "funcol_api", "compiled_functional_all_reduce", "metrics_count_host_staged",
 ]
 
 
