@@ -227,10 +227,10 @@ def sequence_parallel_plan():
     block = {
         "ln1": SequenceParallel(),
         "qkv": ColwiseParallel(input_layouts=Shard(1), use_local_output=False),
-        "proj": RowwiseParallel(output_layouts=Shard(1)),
+        "proj": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
         "ln2": SequenceParallel(),
         "fc": ColwiseParallel(input_layouts=Shard(1)),
-        "out": RowwiseParallel(output_layouts=Shard(1)),
+        "out": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
     }
     first = PrepareModuleInput(input_layouts=(Replicate(),), desired_input_layouts=(Shard(1),),
                                use_local_output=False)
@@ -241,6 +241,7 @@ def sequence_parallel_plan():
 
 def train_sequence_parallel(device, steps):
     from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.experimental import implicit_replication
     from torch.distributed.tensor.parallel import parallelize_module
 
     model = gpt().to(device)
@@ -255,7 +256,10 @@ def train_sequence_parallel(device, steps):
     losses = []
     for batch in tokens(0, steps):  # the same batch on every rank
         batch = batch.to(device)
-        loss = F.cross_entropy(model(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
+        # SDPA's causal mask is a plain tensor: treat it as replicated.
+        with implicit_replication():
+            logits = model(batch[:, :-1])
+        loss = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
         opt.zero_grad()
         loss.backward()
         opt.step()
