@@ -211,3 +211,12 @@ def test_tensor_parallel_matches_gloo_on_cpu(tmp_path, mode):
         for key in ("losses_match", "params_match", "loss_falls"):
             assert r.get(key) == "ok", f"rank {rank} {key}: {r.get(key)}"
 
+
+
+def test_checkpoint_saves_sharded_and_loads_into_other_world_sizes(tmp_path):
+    """FSDP2 on 2 processes saves with torch.distributed.checkpoint and loads
+    back; 4 processes then load the same checkpoint resharded."""
+    for rank, r in enumerate(run_ranks("dcp_save", tmp_path, timeout=300)):
+        assert r.get("loads_back") == "ok", f"rank {rank}: {r}"
+    for rank, r in enumerate(run_ranks("dcp_load", tmp_path, world=4, timeout=300)):
+        assert r.get("loads_resharded") == "ok", f"rank {rank}: {r}"
