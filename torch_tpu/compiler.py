@@ -58,6 +58,13 @@ class _GraphRunner:
         self.name = name
         self.captured = {}  # key of non-tpu arguments -> [CapturedGraph, template]
         self.eager_keys = set()
+        # A collective (torch.ops._c10d_functional.*, c10d.*) runs through the
+        # process group during capture, so a captured program would replay
+        # its first result; such graphs run their ops eagerly every call.
+        self.collectives = sorted({str(n.target) for n in gm.graph.nodes
+                                   if n.op == "call_function"
+                                   and getattr(n.target, "namespace", None)
+                                   in ("_c10d_functional", "c10d")})
 
     @staticmethod
     def _split(args):
@@ -76,6 +83,12 @@ class _GraphRunner:
         return tensors, tuple(key)
 
     def __call__(self, *args):
+        if self.collectives:
+            _warn_once((self.name, "collectives"),
+                       f"torch_tpu: graph {self.name} runs eagerly: it calls collectives "
+                       f"({', '.join(self.collectives)})")
+            _count("eager_calls")
+            return self.gm(*args)
         tensors, key = self._split(args)
         if key is None or key in self.eager_keys:
             _count("eager_calls")

@@ -27,18 +27,50 @@ BACKEND = "tpu_dist"
 ALIAS = "tpu"
 
 
-def _create_backend(opts, backend_options=None):
-    """The `extended_api` creator c10d calls for each new group on tpu."""
+def _host_group(store, rank, size, timeout_s):
+    """The Gloo process group a tpu_dist group stages through, on its own
+    key prefix of the group's store. Also called (from C++) for each group
+    split from another."""
+    import datetime
+
     import torch.distributed as dist
 
-    store = dist.PrefixStore("host_staged/", opts.store)
-    host = dist.ProcessGroupGloo(store, opts.group_rank, opts.group_size, opts.timeout)
+    return dist.ProcessGroupGloo(dist.PrefixStore("host_staged/", store), rank, size,
+                                 datetime.timedelta(seconds=timeout_s))
+
+
+_bound = False
+
+
+def _bind_local_device():
+    """Under a launcher (torchrun sets LOCAL_RANK), the first group made in a
+    process picks its device: tpu:LOCAL_RANK when this process's client shows
+    more than LOCAL_RANK devices, else tpu:0 (one client, one device per
+    process). A device the script chose before (not tpu:0) is kept."""
+    global _bound
+    if _bound:
+        return
+    _bound = True
+    local = os.environ.get("LOCAL_RANK")
+    if local is None or not local.isdigit():
+        return
+    from . import device
+
+    if device.current_device() == 0 and int(local) < device.device_count():
+        device.set_device(int(local))
+
+
+def _create_backend(opts, backend_options=None):
+    """The `extended_api` creator c10d calls for each new group on tpu."""
+    _bind_local_device()
+    timeout_s = opts.timeout.total_seconds()
+    host = _host_group(opts.store, opts.group_rank, opts.group_size, timeout_s)
     # Ranks first agree on each collective's signature (one small host
     # all-gather), so a mismatch raises instead of aborting inside Gloo.
     checks = os.environ.get("TORCH_TPU_DIST_CHECKS", "1") != "0"
     transport = os.environ.get("TORCH_TPU_DIST_TRANSPORT", "auto")
-    return _C._tpu_dist_backend(opts.group_rank, opts.group_size, host,
-                                opts.timeout.total_seconds(), checks, opts.store, transport)
+    return _C._tpu_dist_backend(opts.group_rank, opts.group_size, host, _host_group,
+                                timeout_s, checks, opts.store, transport)
 
 
 def register() -> bool:

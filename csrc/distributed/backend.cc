@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -76,11 +77,12 @@ std::vector<at::Tensor> joined(std::vector<at::Tensor> a, const std::vector<at::
 }  // namespace
 
 Backend::Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
-                 std::chrono::milliseconds timeout, bool check_signatures,
-                 std::shared_ptr<NativeGroup> native)
+                 HostFactory make_host, std::chrono::milliseconds timeout,
+                 bool check_signatures, std::shared_ptr<NativeGroup> native)
     : c10d::Backend(rank, size),
       host_(std::move(host)),
       native_(std::move(native)),
+      make_host_(std::move(make_host)),
       timeout_(timeout),
       check_signatures_(check_signatures) {
   TORCH_CHECK_VALUE(host_, "tpu_dist: a host process group is required");
@@ -89,9 +91,36 @@ Backend::Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
                     host_->getSize(), ", expected rank ", rank, " of ", size);
 }
 
+c10::intrusive_ptr<c10d::Backend> Backend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                 const std::vector<int>& ranks,
+                                                 const c10::intrusive_ptr<Options>& opts) {
+  TORCH_CHECK_VALUE(!ranks.empty(), "tpu_dist: split needs at least one rank");
+  std::vector<int> seen;
+  for (int r : ranks) {
+    TORCH_CHECK_VALUE(r >= 0 && r < size_, "tpu_dist: split: rank ", r,
+                      " is not a rank of the parent group (its ranks are 0..", size_ - 1, ")");
+    TORCH_CHECK_VALUE(std::find(seen.begin(), seen.end(), r) == seen.end(),
+                      "tpu_dist: split: rank ", r, " is listed twice");
+    seen.push_back(r);
+  }
+  auto mine = std::find(ranks.begin(), ranks.end(), rank_);
+  if (mine == ranks.end()) return nullptr;
+  TORCH_CHECK_VALUE(make_host_, "tpu_dist: this group was made without a host factory and "
+                                "cannot be split; make groups with torch.distributed");
+  int rank = static_cast<int>(mine - ranks.begin());
+  int size = static_cast<int>(ranks.size());
+  auto timeout = opts ? opts->timeout : timeout_;
+  auto host = make_host_(store, rank, size, timeout);
+  // A split group is host-staged: joining the native transport is a
+  // rendezvous of the ranks' threads, which this call (under the GIL) cannot wait for.
+  return c10::make_intrusive<Backend>(rank, size, std::move(host), make_host_, timeout,
+                                      check_signatures_, nullptr);
+}
+
 void Backend::agree(const char* op, const std::vector<at::Tensor>& ts, int64_t reduce,
                     int64_t root, const std::vector<int64_t>& in_splits,
                     const std::vector<int64_t>& out_splits) {
+  ++seq_;
   if (!check_signatures_ || size_ == 1) return;
   const int64_t row = kFields + 2 * size_;
   bool splits = !in_splits.empty() || !out_splits.empty();

@@ -17,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,20 +27,42 @@ namespace torch_tpu::distributed {
 
 class Backend final : public c10d::Backend {
  public:
+  // Makes the host process group (Gloo) of a new group: its store, this
+  // rank's place in it, its size and timeout. Supplied by the Python layer,
+  // which owns the Gloo binding; used by `split`.
+  using HostFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
+      const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      std::chrono::milliseconds timeout)>;
+
   // `host`: a process group over the same ranks that runs collectives on
-  // CPU tensors (Gloo). Kept for the life of this backend. With
+  // CPU tensors (Gloo). Kept for the life of this backend. `make_host`
+  // makes the host group of each group split from this one. With
   // `check_signatures`, every collective first exchanges what it is (see
   // Signature) so that ranks that disagree raise instead of reaching Gloo,
   // which aborts the process on a size mismatch.
-  // `native`: the device-native transport's group when all ranks are
-  // threads of this process (native.h), else null (host-staged only).
-  Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
+  // `make_host` makes the host group of a split; `native`: the
+  // device-native transport's group when all ranks are threads of this
+  // process (native.h), else null (host-staged only).
+  Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host, HostFactory make_host,
           std::chrono::milliseconds timeout, bool check_signatures = true,
           std::shared_ptr<NativeGroup> native = nullptr);
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
   void setTimeout(std::chrono::milliseconds timeout) override;
+
+  // Groups split from this one (`split_group`, DeviceMesh sub-meshes and
+  // `new_group` once `init_process_group(device_id=...)` bound a device):
+  // `ranks` are ranks of this group; a rank outside them gets nullptr, as
+  // c10d expects. The new group's host process group is made on `store`.
+  bool supportsSplitting() const override { return true; }
+  // c10d numbers a split group's collectives: every rank of a new group
+  // starts at 0 and counts each collective (not sends and receives).
+  void setSequenceNumberForGroup() override { seq_ = 0; }
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -123,8 +146,10 @@ class Backend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Backend> host_;
   std::shared_ptr<NativeGroup> native_;
+  HostFactory make_host_;
   std::chrono::milliseconds timeout_;
   bool check_signatures_;
+  uint64_t seq_ = 0;
 };
 
 }  // namespace torch_tpu::distributed

@@ -16,6 +16,7 @@ SCRIPTS = {
     "soak": ["steps", "steps_per_s"],
     "index_checks": ["rows"],
     "collectives": ["rows"],
+    "ddp_scaling": ["rows"],
     "inference": ["runs"],
     "optimizer_step": ["rows"],
 }

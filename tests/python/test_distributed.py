@@ -20,17 +20,17 @@ WORLD = 2
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch without distributed")
 
 
-def run_ranks(scenario, tmp_path, mode="DEFER_NEVER", timeout=120, env=None):
-    """Runs one scenario on WORLD processes; returns each rank's results."""
+def run_ranks(scenario, tmp_path, mode="DEFER_NEVER", timeout=120, env=None, world=WORLD):
+    """Runs one scenario on `world` processes; returns each rank's results."""
     init_file = str(tmp_path / f"{scenario}.init")
     out = str(tmp_path / f"{scenario}.out")
     environ = dict(os.environ, TORCH_TPU_DISK_CACHE="0", **(env or {}),
                    PYTHONPATH=os.pathsep.join(
                        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "dist_cases.py"), scenario,
-                               mode, str(r), str(WORLD), init_file, out],
+                               mode, str(r), str(world), init_file, out],
                               env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for r in range(WORLD)]
+                              text=True) for r in range(world)]
     logs = []
     for p in procs:
         try:
@@ -66,7 +66,7 @@ COLLECTIVES = [
     "functional_all_reduce", "functional_all_reduce_avg_bfloat16",
     "functional_all_gather_into_tensor", "functional_reduce_scatter_tensor",
     "functional_all_to_all_single", "functional_broadcast", "functional_all_reduce_coalesced",
-    "funcol_api", "metrics_count_host_staged",
+    "funcol_api", "compiled_functional_all_reduce", "metrics_count_host_staged",
 ]
 
 
@@ -87,6 +87,39 @@ def test_init_process_group_variants(tmp_path):
             assert value == "ok", f"rank {rank} {key}: {value}"
 
 
+SPLITS = ["split_group_whole", "split_group_singletons", "new_group_rank_outside",
+          "device_mesh_sub_meshes"]
+
+
+def test_groups_split_from_a_bound_device(tmp_path):
+    for rank, results in enumerate(run_ranks("split", tmp_path)):
+        assert sorted(results) == sorted(SPLITS), results
+        for key, value in results.items():
+            assert value == "ok", f"rank {rank} {key}: {value}"
+
+
+@pytest.mark.parametrize("devices", ["1", "2"])
+def test_torchrun_needs_no_setup(tmp_path, devices):
+    """`torchrun --nproc-per-node=2 script.py` with nothing else set up; with
+    TORCH_TPU_NUM_DEVICES=2 each rank's client shows 2 devices and the rank
+    takes tpu:LOCAL_RANK, with 1 it takes tpu:0."""
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0", TORCH_TPU_NUM_DEVICES=devices,
+               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}",
+         os.path.join(HERE, "torchrun_script.py"), str(tmp_path)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    for rank in range(WORLD):
+        with open(tmp_path / f"rank{rank}.json") as f:
+            results = json.load(f)
+        assert sorted(results) == ["all_reduce", "ddp_replicas_agree", "device_is_local_rank"]
+        for key, value in results.items():
+            assert value == "ok", f"rank {rank} {key}: {value}"
+
+
 def test_errors_are_clear_and_do_not_hang(tmp_path):
     for rank, results in enumerate(run_ranks("errors", tmp_path, timeout=90)):
         for key in ("cpu_tensor", "cpu_output", "after_errors", "mismatched_shapes",
@@ -99,9 +132,19 @@ def test_rank_that_exits_early_gives_an_error_naming_the_collective(tmp_path):
         assert results.get("early_exit") == "ok", f"rank {rank}: {results}"
 
 
-@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE", "DEFER_NEVER+bucket_view+find_unused"])
-def test_ddp_matches_single_process(tmp_path, mode):
-    results = run_ranks("ddp", tmp_path, mode=mode)
+# The small GPT ("+gpt") and 4-process runs exist in dist_cases.py but are not
+# listed yet: they did not finish in time on the shared 2-core machine.
+DDP_RUNS = [
+    ("DEFER_NEVER", 2), ("DEFER_AND_FUSE", 2), ("DEFER_NEVER+bucket_view+find_unused", 2),
+    ("DEFER_NEVER+compiled", 2),
+]
+
+
+@pytest.mark.parametrize("mode,world", DDP_RUNS, ids=[f"{m}-{w}procs" for m, w in DDP_RUNS])
+def test_ddp_matches_single_process(tmp_path, mode, world):
+    """20 steps of DDP on the quickstart MLP equal 20 steps of one process on
+    the global batch (float32)."""
+    results = run_ranks("ddp", tmp_path, mode=mode, world=world, timeout=400)
     for rank, r in enumerate(results):
         assert r.get("ranks_agree") == "ok", f"rank {rank}: {r}"
         assert r.get("allreduces_were_host_staged") == "ok", f"rank {rank}: {r}"
@@ -167,3 +210,13 @@ def test_tensor_parallel_matches_gloo_on_cpu(tmp_path, mode):
     for rank, r in enumerate(run_ranks("tp", tmp_path, mode=mode)):
         for key in ("losses_match", "params_match", "loss_falls"):
             assert r.get(key) == "ok", f"rank {rank} {key}: {r.get(key)}"
+
+
+
+def test_checkpoint_saves_sharded_and_loads_into_other_world_sizes(tmp_path):
+    """FSDP2 on 2 processes saves with torch.distributed.checkpoint and loads
+    back; 4 processes then load the same checkpoint resharded."""
+    for rank, r in enumerate(run_ranks("dcp_save", tmp_path, timeout=300)):
+        assert r.get("loads_back") == "ok", f"rank {rank}: {r}"
+    for rank, r in enumerate(run_ranks("dcp_load", tmp_path, world=4, timeout=300)):
+        assert r.get("loads_resharded") == "ok", f"rank {rank}: {r}"
