@@ -53,15 +53,21 @@ std::vector<OpRow> op_list() {
   std::set<std::string> listed;
   for (const OpRow& r : rows)
     if (r.key == "PrivateUse1") listed.insert(r.op);
-  // Kernels registered by others: PyTorch's c10d ops serve every backend.
-  // Anything else unlisted is a registration that bypassed KernelList.
+  // Kernels registered by others: PyTorch's c10d ops serve every backend,
+  // and FSDP2 registers its copy-in/out ops (`fsdp::`) for every backend
+  // when torch.distributed.fsdp is imported. Anything else unlisted is a
+  // registration that bypassed KernelList.
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& n :
        dispatcher.getRegistrationsForDispatchKey(c10::DispatchKey::PrivateUse1)) {
     std::string op = full_name(n);
     if (listed.count(op)) continue;
-    bool c10d = op.rfind("c10d::", 0) == 0;
-    rows.push_back({op, c10d ? "collective" : "unlisted", c10d ? "c10d" : "", "", "PrivateUse1"});
+    if (op.rfind("c10d::", 0) == 0)
+      rows.push_back({op, "collective", "c10d", "", "PrivateUse1"});
+    else if (op.rfind("fsdp::", 0) == 0)
+      rows.push_back({op, "pytorch", "fsdp", "", "PrivateUse1"});
+    else
+      rows.push_back({op, "unlisted", "", "", "PrivateUse1"});
   }
   rows.push_back({"*", "fallback", "fallback", "", "PrivateUse1"});
   std::sort(rows.begin(), rows.end(), [](const OpRow& a, const OpRow& b) {

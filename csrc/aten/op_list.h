@@ -20,6 +20,8 @@ struct OpRow {
   // host-synced: reads data on the host (data-dependent shapes);
   // core: allocation, views, copies; composite: composed of ATen ops;
   // collective: a c10d op PyTorch registers for every backend;
+  // pytorch: an op a PyTorch module registers for every backend once it is
+  // imported (FSDP2's `fsdp::` copy-in/out);
   // fallback: every other op (NotImplementedError, or the CPU).
   std::string kind;
   std::string family;    // the lowering file ("elementwise") or aten file ("host_ops")

@@ -18,6 +18,7 @@
 #include <torch/library.h>
 
 #include "dispatch.h"
+#include "op_list.h"
 
 namespace torch_tpu::aten {
 namespace {
@@ -220,7 +221,7 @@ TORCH_LIBRARY_IMPL(tpu, PrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_grouped_mm", &grouped_mm);
+  KernelList(m, "composite").impl("_grouped_mm", &grouped_mm);
 }
 
 }  // namespace torch_tpu::aten

@@ -175,7 +175,7 @@ def _base(name):
 
 def op_list():
     """The C++ op list (csrc/aten/op_list.h), one dict per tpu kernel: op,
-    kind (lowered, derived, host-synced, core, composite, collective,
+    kind (lowered, derived, host-synced, core, composite, collective, pytorch,
     fallback), family (the file that lowers or registers it), lowering (the
     registry entry serving a lowered or derived op) and dispatch key."""
     import torch_tpu
