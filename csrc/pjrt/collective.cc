@@ -2,53 +2,32 @@
 
 #include <set>
 
+#include "compile_options.h"
+
 namespace torch_tpu::pjrt {
-
-namespace {
-
-void varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-void int_field(std::string& out, int field, int64_t v) {
-  varint(out, static_cast<uint64_t>(field) << 3);
-  varint(out, static_cast<uint64_t>(v));
-}
-
-void message_field(std::string& out, int field, const std::string& bytes) {
-  varint(out, (static_cast<uint64_t>(field) << 3) | 2u);
-  varint(out, bytes.size());
-  out += bytes;
-}
-
-}  // namespace
 
 std::string replicated_compile_options(const std::vector<int64_t>& device_ids) {
   // DeviceAssignmentProto: replica_count = 1, computation_count = 2,
   // computation_devices = 3 (ComputationDevice: replica_device_ids = 1,
   // packed). One computation (partition) holding one device per replica.
   std::string ids;
-  for (int64_t id : device_ids) varint(ids, static_cast<uint64_t>(id));
+  for (int64_t id : device_ids) put_varint(ids, static_cast<uint64_t>(id));
   std::string computation;
-  message_field(computation, 1, ids);
+  put_bytes_field(computation, 1, ids);
   std::string assignment;
-  int_field(assignment, 1, static_cast<int64_t>(device_ids.size()));
-  int_field(assignment, 2, 1);
-  message_field(assignment, 3, computation);
+  put_int_field(assignment, 1, static_cast<int64_t>(device_ids.size()));
+  put_int_field(assignment, 2, 1);
+  put_bytes_field(assignment, 3, computation);
   // ExecutableBuildOptionsProto: device_ordinal = 1, num_replicas = 4,
   // num_partitions = 5, device_assignment = 9.
   std::string build;
-  int_field(build, 1, -1);
-  int_field(build, 4, static_cast<int64_t>(device_ids.size()));
-  int_field(build, 5, 1);
-  message_field(build, 9, assignment);
+  put_int_field(build, 1, -1);
+  put_int_field(build, 4, static_cast<int64_t>(device_ids.size()));
+  put_int_field(build, 5, 1);
+  put_bytes_field(build, 9, assignment);
   // CompileOptionsProto: executable_build_options = 3.
   std::string out;
-  message_field(out, 3, build);
+  put_bytes_field(out, 3, build);
   return out;
 }
 
