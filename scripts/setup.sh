@@ -25,9 +25,12 @@ PY="${PYTHON:-python3}"
 # every package beside it is pinned to a version that keeps that pin.
 # transformers: the Hugging Face models the tests train and run (tiny configs,
 # no downloads); accelerate: what its Trainer runs on (checked with
-# `pip install --dry-run accelerate==1.15.0`: it keeps the torch pin).
+# `pip install --dry-run accelerate==1.15.0`: it keeps the torch pin);
+# ray[train] and torchtitan: the distributed integrations the tests run
+# (Ray Train's TorchTrainer, TorchTitan's llama3 trainer), each checked with
+# `pip install --dry-run "torch==2.13.0" <pkg>` to keep the torch pin.
 .venv/bin/pip install -q --disable-pip-version-check \
   "torch==2.13.0" "xla-cpu-pjrt" numpy pytest ninja "cmake>=3.18" setuptools wheel \
-  "transformers==5.24.0" "accelerate==1.15.0"
+  "transformers==5.24.0" "accelerate==1.15.0" "ray[train]==2.60.0" "torchtitan==0.3.0"
 # No build isolation: the build must see the torch installed above.
 .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
