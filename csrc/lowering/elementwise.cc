@@ -451,6 +451,22 @@ void register_elementwise(Registry& r) {
     if (!hlo::is_float(x.dtype())) return Values{splat(c.b, 1, ElementType::kPred, x.shape())};
     return Values{c.b.is_finite(x)};
   });
+
+  // torch._assert_async: a device-side check (reported at the next host read
+  // or synchronize, like an out-of-range index), with CPU's messages.
+  auto assert_async = [](Context& c, const Args& a) {
+    Value x = a[0].tensor;
+    const int64_t n = x.type().numel();
+    if (n != 1)
+      throw InvalidArgument(std::string("Boolean value of Tensor with ") +
+                            (n == 0 ? "no values" : "more than one value") + " is ambiguous");
+    std::string message = "Expected Tensor with single nonzero value, but got zero";
+    if (a.size() > 1) message = a[1].s.empty() ? "Assertion is failed" : a[1].s;
+    check_all(c.b, truthy(c.b, x), message, /*index_error=*/false);
+    return Values{};
+  };
+  r.add("aten::_assert_async", assert_async);
+  r.add("aten::_assert_async.msg", assert_async);
 }
 
 }  // namespace torch_tpu::lowering

@@ -11,6 +11,7 @@ namespace torch_tpu::lowering {
 
 void register_nn_loss(Registry& r);
 void register_nn_norm(Registry& r);
+void register_attention(Registry& r);
 
 namespace {
 
@@ -272,6 +273,7 @@ void register_nn(Registry& r) {
   register_nn_loss(r);
   register_nn_norm(r);
   register_nn_ctc(r);
+  register_attention(r);
 }
 
 }  // namespace torch_tpu::lowering
