@@ -29,8 +29,11 @@ PY="${PYTHON:-python3}"
 # ray[train] and torchtitan: the distributed integrations the tests run
 # (Ray Train's TorchTrainer, TorchTitan's llama3 trainer), each checked with
 # `pip install --dry-run "torch==2.13.0" <pkg>` to keep the torch pin.
+# triton: TorchTitan 0.3.0 imports it unconditionally (its expert-parallel
+# kernels) without declaring it; it depends on nothing (no torch).
 .venv/bin/pip install -q --disable-pip-version-check \
   "torch==2.13.0" "xla-cpu-pjrt" numpy pytest ninja "cmake>=3.18" setuptools wheel \
-  "transformers==5.24.0" "accelerate==1.15.0" "ray[train]==2.60.0" "torchtitan==0.3.0"
+  "transformers==5.24.0" "accelerate==1.15.0" "ray[train]==2.60.0" "torchtitan==0.3.0" \
+  "triton==3.9.0"
 # No build isolation: the build must see the torch installed above.
 .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
