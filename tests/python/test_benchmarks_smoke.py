@@ -38,3 +38,50 @@ def test_benchmark_smoke(name, tmp_path):
     assert "environment" in data
     markdown = (tmp_path / f"{name}.md").read_text()
     assert "| ---" in markdown
+
+
+def _reference_python():
+    venv = os.environ.get("TORCH_TPU_REF_VENV") or os.path.join(ROOT, ".venv-ref")
+    path = os.path.join(venv, "bin", "python")
+    return path if os.path.exists(path) else None
+
+
+def test_vs_reference_without_the_reference(tmp_path):
+    """No reference venv: the script says how to make one and exits 0."""
+    env = dict(os.environ, TORCH_TPU_REF_VENV=str(tmp_path / "missing"))
+    script = os.path.join(ROOT, "benchmarks", "vs_reference.py")
+    done = subprocess.run([sys.executable, script, "--smoke", "--out", str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "reference not installed; run benchmarks/reference_env.sh" in done.stdout
+    assert not (tmp_path / "vs_reference.json").exists()
+
+
+@pytest.mark.skipif(_reference_python() is None,
+                    reason="reference venv missing (benchmarks/reference_env.sh)")
+def test_vs_reference_smoke(tmp_path):
+    """Strict Eager of both packages, steady and cold children (about 2
+    minutes: the reference's import alone takes seconds)."""
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0",
+               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    script = os.path.join(ROOT, "benchmarks", "vs_reference.py")
+    done = subprocess.run([sys.executable, script, "--smoke", "--configs", "ours-strict,ref-strict",
+                           "--out", str(tmp_path)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    with open(tmp_path / "vs_reference.json") as f:
+        data = json.load(f)
+    assert data["benchmark"] == "vs_reference" and data["smoke"] is True
+    assert data["reference_version"] == "0.2.0"
+    runs = data["runs"]
+    assert "/.venv-ref/" in runs["ref-strict"][0]["package"] or \
+        os.environ.get("TORCH_TPU_REF_VENV")
+    # Both sides ran every workload, and trained the same model to the same loss.
+    for config in ("ours-strict", "ref-strict"):
+        for key in ("ops", "mlp_train", "gpt_train", "gpt_infer", "cold_mlp"):
+            assert "error" not in runs[config][0][key], (config, key, runs[config][0][key])
+    ours, ref = (runs[c][0]["gpt_train"]["loss"] for c in ("ours-strict", "ref-strict"))
+    assert abs(ours - ref) < 1e-2 * max(1.0, abs(ref))
+    assert any(r["workload"].startswith("GPT train (steps/s)") and r["ratio_median"]
+               for r in data["rows"])
+    assert "| ---" in (tmp_path / "vs_reference.md").read_text()
