@@ -148,6 +148,10 @@ std::string quick_compile_options() {
   // and an add into an FMA (measured: x * a + b, layer_norm, tanh differ by
   // 1-2 ulp; exp, log, sin, erf, softmax, sums and dots do not). Opt level 1
   // keeps the numerics but saved only ~15% of the compile time, level 0 ~50%.
+  // XLA:CPU's fusion emitters (one MLIR context and LLVM module per fusion)
+  // are off too: its older elemental emitter compiles a tiny Llama's first
+  // generate() programs in about half the time again, with the same results
+  // (tests/python/test_tiered_compile.py).
   std::string out = default_compile_options();
   auto entry = [&](const std::string& key, int value_field, int64_t value) {
     std::string override_value, e;
@@ -158,6 +162,7 @@ std::string quick_compile_options() {
   };
   entry("xla_backend_optimization_level", 3, 0);
   entry("xla_llvm_disable_expensive_passes", 2, 1);
+  entry("xla_cpu_use_fusion_emitters", 2, 0);
   return out;
 }
 
