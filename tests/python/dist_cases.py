@@ -561,12 +561,14 @@ def run_ddp(mode, rank, world, init_file, steps=20, batch=16):
     return results
 
 
-from dist_training_cases import run_dcp_load, run_dcp_save, run_fsdp, run_tp  # noqa: E402
+from dist_training_cases import (  # noqa: E402
+    run_dcp_load, run_dcp_save, run_fsdp, run_fsdp_tp, run_sp, run_tp)
 
 SCENARIOS = {"collectives": run_collectives, "init": run_init, "split": run_split,
              "errors": run_errors,
              "early_exit": run_early_exit, "ddp": run_ddp, "fsdp": run_fsdp,
-             "tp": run_tp, "dcp_save": run_dcp_save, "dcp_load": run_dcp_load}
+             "tp": run_tp, "sp": run_sp, "fsdp_tp": run_fsdp_tp,
+             "dcp_save": run_dcp_save, "dcp_load": run_dcp_load}
 
 
 def main():

@@ -217,6 +217,29 @@ def test_tensor_parallel_matches_gloo_on_cpu(tmp_path, mode):
             assert r.get(key) == "ok", f"rank {rank} {key}: {r.get(key)}"
 
 
+@pytest.mark.parametrize("mode", ["DEFER_NEVER", "DEFER_AND_FUSE"])
+def test_sequence_parallel_gpt_matches_gloo_on_cpu(tmp_path, mode):
+    """ColwiseParallel/RowwiseParallel/SequenceParallel on the small GPT's
+    blocks over 2 processes (dist_training_cases.parallelize_gpt)."""
+    for rank, r in enumerate(run_ranks("sp", tmp_path, mode=mode)):
+        for key in ("losses_match", "params_match", "loss_falls"):
+            assert r.get(key) == "ok", f"rank {rank} {key}: {r.get(key)}"
+        assert r["layout"] == "(Shard(dim=0),)", r["layout"]  # qkv: column shards
+
+
+def test_fsdp_by_tp_mesh_matches_gloo_on_cpu(tmp_path):
+    """A 2-D mesh on 4 processes: FSDP2 over 2 data-parallel groups, TP and
+    SequenceParallel over the 2 ranks of each."""
+    results = run_ranks("fsdp_tp", tmp_path, world=4, timeout=300)
+    for rank, r in enumerate(results):
+        for key in ("losses_match", "params_match", "loss_falls"):
+            assert r.get(key) == "ok", f"rank {rank} {key}: {r.get(key)}"
+        # qkv's weight: rows sharded by FSDP over dp and by TP over tp.
+        assert r["layout"] == "(_StridedShard(dim=0, sf=2), Shard(dim=0))", r["layout"]
+    losses = [r["losses"] for r in results]
+    assert losses[0] == losses[1] and losses[2] == losses[3], losses
+    assert losses[0] != losses[2], losses
+
 
 def test_checkpoint_saves_sharded_and_loads_into_other_world_sizes(tmp_path):
     """FSDP2 on 2 processes saves with torch.distributed.checkpoint and loads
