@@ -156,6 +156,25 @@ def test_ddp_matches_single_process(tmp_path, mode, world):
     assert results[0].get("equals_single_process") == "ok", results[0]
 
 
+def test_ddp_logger_times_tpu_modules(tmp_path):
+    """DDP's logger has a timer for tpu modules (host timestamps, as for CPU
+    ones), so it reports step times instead of warning that it cannot."""
+    import torch.nn as nn
+
+    dist.init_process_group("tpu_dist", init_method=f"file://{tmp_path / 'init'}", rank=0,
+                            world_size=1)
+    try:
+        model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2).to("tpu"))
+        for _ in range(2):
+            model(torch.randn(3, 4, device="tpu")).sum().backward()
+        logged = model._get_ddp_logging_data()
+    finally:
+        dist.destroy_process_group()
+    for key in ("avg_forward_compute_time", "avg_backward_compute_time",
+                "avg_backward_comm_time"):
+        assert logged.get(key, 0) > 0, (key, logged)
+
+
 def test_backend_registered_at_import():
     assert "tpu_dist" in dist.Backend.backend_list and "tpu" in dist.Backend.backend_list
     assert dist.Backend.default_device_backend_map["tpu"] == "tpu_dist"
