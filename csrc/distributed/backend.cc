@@ -1,6 +1,7 @@
 #include "backend.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -418,4 +419,23 @@ c10::intrusive_ptr<c10d::Work> Backend::barrier(const c10d::BarrierOptions& opts
   return finished({});
 }
 
+// DDP's timer for tpu modules (its logger's forward, backward and
+// communication times): host timestamps, as for CPU modules. Device events
+// would flush Fused Eager's pending program at each mark of every step.
+class HostTimer : public c10d::Timer {
+ public:
+  explicit HostTimer(c10::Device /*device*/) {}
+  std::optional<int64_t> measureDifference(Event start, Event end) override {
+    const int64_t from = getTimeRef(start), to = getTimeRef(end);
+    // Unset marks, or an end from an earlier iteration (the backward may not
+    // have finished in this one): nothing to report.
+    if (from == c10d::kUnsetTime || to == c10d::kUnsetTime || to < from) return std::nullopt;
+    return to - from;
+  }
+};
+
 }  // namespace torch_tpu::distributed
+
+namespace c10d {
+C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kPrivateUse1, torch_tpu::distributed::HostTimer);
+}  // namespace c10d

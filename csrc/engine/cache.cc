@@ -3,15 +3,18 @@
 #include "xla_cpu/bf16_dots.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -28,6 +31,31 @@ bool get_u64(const std::string& in, size_t& pos, uint64_t& v) {
   pos += 8;
   return true;
 }
+
+// An exclusive flock(2) on the file at `path` (created if missing), held
+// while the object lives; none (and no wait) where the file cannot be
+// opened or locked. The kernel lets go of it when the holder exits, however.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666)) {
+    if (fd_ < 0) return;
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 // Whether this process uses more than half of the kernel's memory-map limit
 // (Linux; false where either is unknown). Executables differ in how many
@@ -216,16 +244,34 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
   const OverridesPtr overrides = thread_overrides();
   const std::string keyed = disk_program(program, overrides);
   std::string path = path_of(keyed);
-  auto load_start = std::chrono::steady_clock::now();
-  pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, keyed, /*caller=*/true);
   // A quick executable (from disk or compiled now) keeps its program for
   // the optimizing compile.
   std::shared_ptr<const std::string> quick;
   bool tiered = tiered_ && program.size() >= kTierMinBytes &&
                 (!quick_allowed_ || quick_allowed_());
-  if (!exe && tiered && !path.empty()) {
-    exe = load(quick_path_of(keyed), "quick\n" + keyed, /*caller=*/true);
-    if (exe) quick = std::make_shared<const std::string>(program);
+  auto from_disk = [&]() -> pjrt::ExecutablePtr {
+    if (path.empty()) return nullptr;
+    pjrt::ExecutablePtr exe = load(path, keyed, /*caller=*/true);
+    if (!exe && tiered) {
+      exe = load(quick_path_of(keyed), "quick\n" + keyed, /*caller=*/true);
+      if (exe) quick = std::make_shared<const std::string>(program);
+    }
+    return exe;
+  };
+  auto load_start = std::chrono::steady_clock::now();
+  pjrt::ExecutablePtr exe = from_disk();
+  // Processes sharing the disk tier (the ranks of a job on one machine)
+  // compile each program once: a miss takes the program's lock file, so
+  // the others missing it meanwhile wait there and then load what the
+  // first stored. Held until this compile is stored.
+  std::optional<FileLock> compiling;
+  if (!exe && !path.empty()) {
+    auto wait_start = std::chrono::steady_clock::now();
+    compiling.emplace(path + ".lock");
+    exe = from_disk();
+    if (exe)
+      metrics_.time("compile_wait", std::chrono::duration<double>(
+                                        std::chrono::steady_clock::now() - wait_start).count());
   }
   if (exe) {
     metrics_.count("cache_disk_hits");
@@ -254,6 +300,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
       else
         store(path, keyed, *exe);
     }
+    compiling.reset();
     deliver_warnings();  // any the warm-up thread found
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -427,7 +474,8 @@ void Cache::clear(bool disk) {
   if (disk && !directory_.empty()) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(directory_, ec))
-      if (e.path().extension() == ".xc") std::filesystem::remove_all(e.path(), ec);
+      if (e.path().extension() == ".xc" || e.path().extension() == ".lock")
+        std::filesystem::remove_all(e.path(), ec);
   }
 }
 

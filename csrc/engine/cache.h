@@ -17,6 +17,14 @@
 // is compiled again (or loaded from disk) when it comes back; an executable
 // still running or held by a caller stays alive through its shared pointer.
 //
+// Processes that share the disk tier (the ranks of a job on one machine, one
+// per device) compile each program once: a miss takes an exclusive flock on
+// the program's lock file (its cache file's name plus ".lock") before it
+// compiles and stores, so another miss of the same program meanwhile waits
+// there, then loads the stored file ("compile_wait_s" in the metrics). The
+// kernel releases a lock whose holder dies; where the lock file cannot be
+// made, each process compiles for itself as before.
+//
 // Compile options (set_thread_overrides; the user layer's
 // torch.tpu.compiler.custom_compiler_options): each thread compiles under
 // its own overrides, and they are part of both tiers' keys, so one program

@@ -1,7 +1,9 @@
 // The compile cache with a real client: the memory tier, the disk tier across
 // Cache instances, and damaged cache files.
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "../../csrc/engine/cache.h"
 #include "test_support.h"
@@ -108,6 +110,37 @@ TEST(EngineCache, DiskRoundTripAcrossInstances) {
   EXPECT_EQ(dir.files().size(), 2u);
   reader.clear(true);
   EXPECT_TRUE(dir.files().empty());
+}
+
+// Two caches on one directory (as the ranks of a job on one machine) that
+// miss the same program at the same time compile it once: the second waits
+// on the program's lock file and loads what the first stored.
+TEST(EngineCache, ConcurrentMissesOnOneDirectoryCompileOnce) {
+  TPU_REQUIRE_CLIENT(c);
+  TempDir dir;
+  Metrics metrics;
+  Cache a(*c, metrics, dir.path.string()), b(*c, metrics, dir.path.string());
+  std::atomic<int> ready{0};
+  pjrt::ExecutablePtr from_a, from_b;
+  auto run = [&](Cache& cache, pjrt::ExecutablePtr& out) {
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    out = cache.get(program(9));
+  };
+  std::thread ta(run, std::ref(a), std::ref(from_a)), tb(run, std::ref(b), std::ref(from_b));
+  ta.join();
+  tb.join();
+  EXPECT_EQ(a.stats().misses + b.stats().misses, 1);
+  EXPECT_EQ(a.stats().disk_hits + b.stats().disk_hits, 1);
+  EXPECT_EQ(metrics.snapshot()["compiles"], 1);
+  EXPECT_EQ(execute(*c, *from_a), (std::vector<float>{10, 11}));
+  EXPECT_EQ(execute(*c, *from_b), (std::vector<float>{10, 11}));
+  EXPECT_EQ(dir.files().size(), 1u);
+  EXPECT_EQ(dir.files(".lock").size(), 1u);
+  a.clear(true);  // the lock files go too
+  EXPECT_TRUE(dir.files().empty());
+  EXPECT_TRUE(dir.files(".lock").empty());
 }
 
 // Damages the one cache file of program(c) with `damage`, then checks that a

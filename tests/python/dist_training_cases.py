@@ -212,3 +212,98 @@ def run_dcp_load(mode, rank, world, init_file):
     except AssertionError as e:
         return {"loads_resharded": str(e)}
 
+
+
+# --- SequenceParallel on the GPT blocks, and a 2-D mesh (FSDP x TP) ---------
+
+def parallelize_gpt(model, tp_mesh):
+    """Tensor and sequence parallelism on the small GPT's blocks: the
+    residual stream is sharded on the sequence (Shard(1)) between the
+    LayerNorms (SequenceParallel); qkv and fc are ColwiseParallel (qkv's
+    output gathered: the fused q/k/v split and the attention run on whole
+    tensors), proj and out RowwiseParallel back to sequence shards; the head
+    gathers the logits. The embeddings stay replicated."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   RowwiseParallel, SequenceParallel,
+                                                   parallelize_module)
+
+    plan = {"blocks.0": PrepareModuleInput(input_layouts=(Replicate(),),
+                                           desired_input_layouts=(Shard(1),),
+                                           use_local_output=False),
+            "ln": SequenceParallel(),
+            "head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())}
+    for i in range(len(model.blocks)):
+        plan.update({
+            f"blocks.{i}.ln1": SequenceParallel(),
+            f"blocks.{i}.qkv": ColwiseParallel(input_layouts=Shard(1),
+                                               output_layouts=Replicate()),
+            f"blocks.{i}.proj": RowwiseParallel(input_layouts=Replicate(),
+                                                output_layouts=Shard(1),
+                                                use_local_output=False),
+            f"blocks.{i}.ln2": SequenceParallel(),
+            f"blocks.{i}.fc": ColwiseParallel(input_layouts=Shard(1)),
+            f"blocks.{i}.out": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
+        })
+    return parallelize_module(model, tp_mesh, plan)
+
+
+def full(p):
+    from torch.distributed.tensor import DTensor
+
+    return (p.full_tensor() if isinstance(p, DTensor) else p).detach().cpu()
+
+
+def train_parallel_gpt(device, data, dp):
+    """`dp` 1: tensor/sequence parallelism over all ranks; else a 2-D mesh
+    (dp, tp) with FSDP2 over dp (per block and root) and TP/SP over tp."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    world = dist.get_world_size()
+    model = gpt().to(device)
+    if dp == 1:
+        parallelize_gpt(model, init_device_mesh(device, (world,)))
+    else:
+        mesh = init_device_mesh(device, (dp, world // dp), mesh_dim_names=("dp", "tp"))
+        parallelize_gpt(model, mesh["tp"])
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
+    # Per parameter (foreach=False): replicated embeddings next to DTensors.
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-2, foreach=False)
+    losses = []
+    for batch in data:
+        batch = batch.to(device)
+        loss = F.cross_entropy(model(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    layout = str(model.blocks[0].qkv.weight.placements)
+    return losses, [full(p) for p in model.parameters()], layout
+
+
+def run_sp(mode, rank, world, init_file, steps=3):
+    """The GPT with TP + SequenceParallel over all ranks (one batch)."""
+    start(mode, rank, world, init_file)
+    data = tokens(0, steps)
+    tpu_losses, tpu_params, layout = train_parallel_gpt("tpu", data, dp=1)
+    cpu_losses, cpu_params, _ = train_parallel_gpt("cpu", data, dp=1)
+    results = compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params)
+    results["layout"] = layout
+    return results
+
+
+def run_fsdp_tp(mode, rank, world, init_file, steps=3):
+    """A 2-D mesh: FSDP2 over 2 data-parallel groups x TP/SP over 2 ranks;
+    each data-parallel group trains on its own batch."""
+    start(mode, rank, world, init_file)
+    dp = 2
+    data = tokens(rank // (world // dp), steps)
+    tpu_losses, tpu_params, layout = train_parallel_gpt("tpu", data, dp=dp)
+    cpu_losses, cpu_params, _ = train_parallel_gpt("cpu", data, dp=dp)
+    results = compare_runs(tpu_losses, tpu_params, cpu_losses, cpu_params)
+    results["layout"] = layout
+    results["losses"] = tpu_losses  # the same within a TP pair, not across
+    return results
