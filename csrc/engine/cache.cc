@@ -238,7 +238,8 @@ pjrt::ExecutablePtr Cache::get(const std::string& program) {
   return get(hlo::Fingerprint{hash(program), hash("text:" + program)}, program);
 }
 
-pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::string& program) {
+pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::string& program,
+                               bool recompile) {
   const hlo::Fingerprint key = with_overrides(program_key);
   if (pjrt::ExecutablePtr hit = lookup_exact(key)) return hit;
   const OverridesPtr overrides = thread_overrides();
@@ -247,7 +248,8 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
   // A quick executable (from disk or compiled now) keeps its program for
   // the optimizing compile.
   std::shared_ptr<const std::string> quick;
-  bool tiered = tiered_ && program.size() >= kTierMinBytes &&
+  bool tiered = (tiering_ == Tiering::kAll || (tiering_ == Tiering::kRecompiles && recompile)) &&
+                program.size() >= kTierMinBytes &&
                 (!quick_allowed_ || quick_allowed_());
   auto from_disk = [&]() -> pjrt::ExecutablePtr {
     if (path.empty()) return nullptr;
@@ -287,6 +289,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics_.count("compiles");
+    if (tiered) metrics_.count("quick_compiles");
     metrics_.count("cache_misses");
     metrics_.time("compile", seconds);
     {

@@ -31,8 +31,9 @@
 // compiled under two sets of options is two executables. No overrides (the
 // default) leave every key as it was.
 //
-// Tiered compilation (set_tiered; the engine turns it on for XLA:CPU when
-// TORCH_TPU_TIERED_COMPILE=1): a
+// Tiered compilation (set_tiering; on XLA:CPU the engine compiles a
+// recompilation quickly by default, every program with
+// TORCH_TPU_TIERED_COMPILE=1, none with =0): a
 // program missing from both tiers is compiled quickly, with the backend's
 // optimizations off (pjrt::Client::compile's `quick`: about half the compile
 // time, slower code), so a first step or a first generate() waits less;
@@ -90,8 +91,11 @@ class Cache {
   // The executable stored under `key`, or null (counted as a hit if found).
   pjrt::ExecutablePtr lookup(const hlo::Fingerprint& key);
   // The executable for `program` (whose fingerprint is `key`), compiling or
-  // loading it from disk on a miss.
-  pjrt::ExecutablePtr get(const hlo::Fingerprint& key, const std::string& program);
+  // loading it from disk on a miss. `recompile`: the caller has compiled
+  // another program for the same code before (its shapes vary), which
+  // Tiering::kRecompiles compiles quickly.
+  pjrt::ExecutablePtr get(const hlo::Fingerprint& key, const std::string& program,
+                          bool recompile = false);
   // The same, keyed by the text alone (for programs not built here).
   pjrt::ExecutablePtr get(const std::string& program);
   // From disk or compiled (then stored on disk), leaving the memory tier and
@@ -117,9 +121,11 @@ class Cache {
   static void set_default_overrides(OverridesPtr overrides);
   static OverridesPtr thread_overrides();
 
-  // Tiered compilation (see above); off by default.
-  void set_tiered(bool on) { tiered_ = on; }
-  bool tiered() const { return tiered_; }
+  // Tiered compilation (see above): which misses compile quickly. Off by
+  // default (the engine sets it for its plugin).
+  enum class Tiering { kOff, kRecompiles, kAll };
+  void set_tiering(Tiering t) { tiering_ = t; }
+  Tiering tiering() const { return tiering_; }
   // Asked at each compile: whether a quick one may be made now.
   void set_quick_allowed(std::function<bool()> allowed) { quick_allowed_ = std::move(allowed); }
   // Waits for the optimizing compiles queued so far.
@@ -181,7 +187,7 @@ class Cache {
   std::function<void(const std::string&)> warn_;  // guarded by mu_, like the two below
   std::set<std::string> warned_;                  // paths warned about
   std::vector<std::string> pending_warnings_;
-  bool tiered_ = false;
+  Tiering tiering_ = Tiering::kOff;
   std::function<bool()> quick_allowed_;
   Background background_;  // last: stopped before the members its jobs use go
 };

@@ -117,13 +117,22 @@ Engine::Engine() {
     memory_limits_.push_back(limit);
   }
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
-  // Tiered compilation (cache.h), opt in with TORCH_TPU_TIERED_COMPILE=1,
-  // where its options are known: XLA:CPU. Off by default: the quick code ran
-  // a small GPT's forward ~3x slower until its upgrade landed, seconds later
-  // on two busy cores (14.7 vs 45 forwards/s over the first 150 forwards),
-  // for a first generate() of 9.4 s instead of 13.7 s.
+  // Tiered compilation (cache.h) where its options are known: XLA:CPU. By
+  // default only recompilations compile quickly — programs of code whose
+  // shapes vary (each decode step of generate(), a loop over lengths) are
+  // often run a few times only, while a loop's first program is its steady
+  // one: compiled quickly, it ran a small GPT's forward ~3x slower until its
+  // upgrade landed, seconds later on two busy cores (14.7 vs 45 forwards/s
+  // over the first 150 forwards). TORCH_TPU_TIERED_COMPILE=1: every program
+  // (a first generate() 2.9 s instead of 9.5 s, its later calls slower until
+  // the upgrades land); =0: none.
+  using Tiering = Cache::Tiering;
   const char* tiered = std::getenv("TORCH_TPU_TIERED_COMPILE");
-  cache_->set_tiered(target_.xla_cpu && tiered && std::strcmp(tiered, "1") == 0);
+  Tiering tiering = !target_.xla_cpu                          ? Tiering::kOff
+                    : tiered && std::strcmp(tiered, "1") == 0 ? Tiering::kAll
+                    : tiered && std::strcmp(tiered, "0") == 0 ? Tiering::kOff
+                                                               : Tiering::kRecompiles;
+  cache_->set_tiering(tiering);
   if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
   if (const char* c = std::getenv("TORCH_TPU_INDEX_CHECKS")) checks_ = std::strcmp(c, "0") != 0;
   if (Warmup::wanted(target_)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
@@ -467,9 +476,15 @@ Program Engine::flush_current(const char* cause, bool with_text) {
   p.exe = cache_->lookup(key);
   if (!p.exe || with_text) p.text = r_->builder->module();
   p.inputs = std::move(r_->inputs);
-  const std::string* site = r_->op_sites.empty() ? nullptr : r_->op_sites.front().site;
+  // A new program's site: its first op that came from user code (a copy
+  // from the host, recorded without one, can open a recording).
+  const std::string* site = nullptr;
+  const char* first_op = nullptr;
+  for (size_t i = 0; !p.exe && i < r_->op_sites.size() && !site; ++i)
+    if (r_->op_sites[i].site && !r_->op_sites[i].site->empty())
+      site = r_->op_sites[i].site, first_op = r_->op_sites[i].op;
   std::string signature;
-  if (site && !site->empty() && !p.exe) signature = program_signature(*r_->builder, r_->op_sites);
+  if (site) signature = program_signature(*r_->builder, r_->op_sites);
   // Kept for the error message only: formatted if this program fails.
   std::vector<OpSite> sites = std::move(r_->op_sites);
   Mode mode = mode_;
@@ -477,13 +492,13 @@ Program Engine::flush_current(const char* cause, bool with_text) {
 
   if (!p.exe) {
     try {
-      p.exe = cache_->get(key, p.text);
+      p.exe = cache_->get(key, p.text, !signature.empty() && recompiles(*site, first_op));
     } catch (const pjrt::Error& err) {
       std::string why = std::string(err.what()) + "\n" + describe_ops(sites, mode);
       abandon(p.outputs, priors.of, why);
       pjrt::raise(why, err.code());
     }
-    if (!signature.empty()) note_compile(*site, sites.front().op, signature);
+    if (!signature.empty()) note_compile(*site, first_op, signature);
   }
   launch(p, sites, mode, priors.of);
   return p;
@@ -608,6 +623,11 @@ void Engine::warn_size_cap(const std::string* site) {
         ": no repeating op sequence or host read ended the recording, so it held every live "
         "intermediate until now. Read a result or call torch_tpu.sync() where an iteration "
         "ends (warned once per line).");
+}
+
+bool Engine::recompiles(const std::string& site, const char* first_op) const {
+  auto it = compiles_at_.find(site + " " + first_op);
+  return it != compiles_at_.end() && it->second.programs > 0;
 }
 
 void Engine::note_compile(const std::string& site, const char* first_op,

@@ -23,6 +23,7 @@
 #include "../lowering/registry.h"
 
 namespace py = pybind11;
+using torch_tpu::engine::Cache;
 using torch_tpu::engine::Engine;
 
 namespace {
@@ -88,8 +89,28 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     Engine::get().cache().drain_background();
   });
-  m.def("_tiered_compile", [] { return Engine::get().cache().tiered(); });
-  m.def("_set_tiered_compile", [](bool on) { Engine::get().cache().set_tiered(on); });
+  // Tiered compilation (engine/cache.h): "off", "recompiles" or "all".
+  m.def("_tiered_compile", [] {
+    switch (Engine::get().cache().tiering()) {
+      case Cache::Tiering::kOff: return "off";
+      case Cache::Tiering::kRecompiles: return "recompiles";
+      case Cache::Tiering::kAll: return "all";
+    }
+    return "off";
+  });
+  m.def("_set_tiered_compile", [](const std::string& which) {
+    Cache::Tiering t;
+    if (which == "off") {
+      t = Cache::Tiering::kOff;
+    } else if (which == "recompiles") {
+      t = Cache::Tiering::kRecompiles;
+    } else if (which == "all") {
+      t = Cache::Tiering::kAll;
+    } else {
+      throw py::value_error("tiered compilation is 'off', 'recompiles' or 'all', not '" + which + "'");
+    }
+    Engine::get().cache().set_tiering(t);
+  });
   m.def("_drain_autograd_device_threads", [] {
     py::gil_scoped_release no_gil;
     torch_tpu::aten::drain_autograd_device_threads();

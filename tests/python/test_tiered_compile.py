@@ -20,9 +20,10 @@ pytestmark = pytest.mark.skipif(torch_tpu._C._platform()[0] != "cpu",
 
 @pytest.fixture(autouse=True)
 def tiered():
-    # Opt-in (TORCH_TPU_TIERED_COMPILE=1); on for these tests only.
+    # Every program (TORCH_TPU_TIERED_COMPILE=1) for these tests only; by
+    # default only recompilations compile quickly.
     was = torch_tpu._C._tiered_compile()
-    torch_tpu._C._set_tiered_compile(True)
+    torch_tpu._C._set_tiered_compile("all")
     yield
     torch_tpu._C._set_tiered_compile(was)
 
@@ -152,3 +153,49 @@ def test_quick_and_optimized_executables_are_reused_from_disk(tmp_path):
     assert (compiles, disk_hits, upgrades) == (0, 1, 1)
     # Upgraded, the optimized executable is on disk too and is found first.
     assert run(1)[:2] == [0, 1]
+
+
+RECOMPILES = textwrap.dedent("""
+    import random, torch, torch_tpu
+    torch_tpu.set_eager_mode("DEFER_AND_FUSE")
+
+    def step(x):  # one site, shapes that vary: each length a new program
+        rng = random.Random(0)  # one op sequence, not periodic: one program
+        h = x
+        for _ in range(32):
+            act = rng.choice([torch.tanh, torch.sin, torch.sigmoid, torch.cos])
+            h = act(h * 2 + h.sum(0) * 0.01)
+        return h.sum(-1)
+
+    out = []
+    for n in (5, 6, 7):
+        x = torch.linspace(-1, 1, n * 8).reshape(n, 8)
+        got = step(x.to("tpu")).cpu()
+        want = step(x)
+        out.append(float((got - want).abs().max() / want.abs().max()))
+    m = torch_tpu.metrics()
+    print(torch_tpu._C._tiered_compile(), int(m.get("compiles", 0)),
+          int(m.get("quick_compiles", 0)), max(out))
+""")
+
+
+@pytest.mark.parametrize("setting,want", [(None, ("recompiles", 3, 2)), ("0", ("off", 3, 0))])
+def test_by_default_only_recompilations_compile_quickly(setting, want):
+    """A site's first program is a loop's steady one: compiled optimized.
+    Programs it compiles after that (its shapes vary) compile quickly by
+    default; TORCH_TPU_TIERED_COMPILE=0 compiles every program optimized."""
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
+    env.pop("TORCH_TPU_TIERED_COMPILE", None)
+    if setting is not None:
+        env["TORCH_TPU_TIERED_COMPILE"] = setting
+    proc = subprocess.run([sys.executable, "-c", RECOMPILES], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    tiering, compiles, quick, err = proc.stdout.split()[-4:]
+    assert (tiering, int(compiles), int(quick)) == want
+    assert float(err) < 1e-5  # quick or optimized, the values are CPU's (to the last bits)
+
+
+def test_tiering_setting_is_checked():
+    with pytest.raises(ValueError, match="'off', 'recompiles' or 'all'"):
+        torch_tpu._C._set_tiered_compile("sometimes")
