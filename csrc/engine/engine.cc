@@ -37,6 +37,11 @@ constexpr size_t kMaxProgramOps = 20000;
 // ... or past this many recorded ops (each lowers to a few StableHLO ops).
 constexpr size_t kMaxRecordedOps = 4000;
 
+// What compiles_at_ counts by: a call site and the first op of its programs.
+std::string site_key(const std::string& site, const char* first_op) {
+  return site + " " + first_op;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -626,7 +631,7 @@ void Engine::warn_size_cap(const std::string* site) {
 }
 
 bool Engine::recompiles(const std::string& site, const char* first_op) const {
-  auto it = compiles_at_.find(site + " " + first_op);
+  auto it = compiles_at_.find(site_key(site, first_op));
   return it != compiles_at_.end() && it->second.programs > 0;
 }
 
@@ -635,7 +640,7 @@ void Engine::note_compile(const std::string& site, const char* first_op,
   // Counted per site and first op: the ops of one line (a backward() call
   // runs dozens) are different programs, not recompilations; and per run of
   // that code (see run_).
-  SiteCompiles& at = compiles_at_[site + " " + first_op];
+  SiteCompiles& at = compiles_at_[site_key(site, first_op)];
   ++at.programs;
   std::string previous = std::exchange(at.signature, signature);
   metrics_.count("compiles_at_known_site");
