@@ -31,9 +31,9 @@
 // compiled under two sets of options is two executables. No overrides (the
 // default) leave every key as it was.
 //
-// Tiered compilation (set_tiering; on XLA:CPU the engine compiles a
-// recompilation quickly by default, every program with
-// TORCH_TPU_TIERED_COMPILE=1, none with =0): a
+// Tiered compilation (set_tiering; on XLA:CPU off by default, every
+// program with TORCH_TPU_TIERED_COMPILE=1, recompilations only with
+// =recompiles): a
 // program missing from both tiers is compiled quickly, with the backend's
 // optimizations off (pjrt::Client::compile's `quick`: about half the compile
 // time, slower code), so a first step or a first generate() waits less;

@@ -122,21 +122,20 @@ Engine::Engine() {
     memory_limits_.push_back(limit);
   }
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
-  // Tiered compilation (cache.h) where its options are known: XLA:CPU. By
-  // default only recompilations compile quickly — programs of code whose
-  // shapes vary (each decode step of generate(), a loop over lengths) are
-  // often run a few times only, while a loop's first program is its steady
-  // one: compiled quickly, it ran a small GPT's forward ~3x slower until its
+  // Tiered compilation (cache.h) where its options are known: XLA:CPU. Off
+  // by default: quick code ran a small GPT's forward ~3x slower until its
   // upgrade landed, seconds later on two busy cores (14.7 vs 45 forwards/s
-  // over the first 150 forwards). TORCH_TPU_TIERED_COMPILE=1: every program
-  // (a first generate() 2.9 s instead of 9.5 s, its later calls slower until
-  // the upgrades land); =0: none.
+  // over the first 150 forwards). TORCH_TPU_TIERED_COMPILE=recompiles:
+  // recompilations only (a first generate() 5.0 s instead of 9.5 s, but a
+  // loop whose steady program follows a different warm-up program at the
+  // same line runs quick code too: benchmarks/inference.py's Fused forward
+  // loop fell from 90-100 to 22 forwards/s); =1: every program.
   using Tiering = Cache::Tiering;
   const char* tiered = std::getenv("TORCH_TPU_TIERED_COMPILE");
-  Tiering tiering = !target_.xla_cpu                          ? Tiering::kOff
-                    : tiered && std::strcmp(tiered, "1") == 0 ? Tiering::kAll
-                    : tiered && std::strcmp(tiered, "0") == 0 ? Tiering::kOff
-                                                               : Tiering::kRecompiles;
+  Tiering tiering = !target_.xla_cpu || !tiered                        ? Tiering::kOff
+                    : std::strcmp(tiered, "1") == 0                   ? Tiering::kAll
+                    : std::strcmp(tiered, "recompiles") == 0 ? Tiering::kRecompiles
+                                                                        : Tiering::kOff;
   cache_->set_tiering(tiering);
   if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
   if (const char* c = std::getenv("TORCH_TPU_INDEX_CHECKS")) checks_ = std::strcmp(c, "0") != 0;
