@@ -1,6 +1,7 @@
 #include "backend.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
 #include <algorithm>
@@ -79,10 +80,12 @@ std::vector<at::Tensor> joined(std::vector<at::Tensor> a, const std::vector<at::
 
 Backend::Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host,
                  HostFactory make_host, std::chrono::milliseconds timeout,
-                 bool check_signatures, std::shared_ptr<NativeGroup> native)
+                 bool check_signatures, std::shared_ptr<NativeGroup> native,
+                 NativeGroup::Join join_native)
     : c10d::Backend(rank, size),
       host_(std::move(host)),
       native_(std::move(native)),
+      join_native_(std::move(join_native)),
       make_host_(std::move(make_host)),
       timeout_(timeout),
       check_signatures_(check_signatures) {
@@ -112,10 +115,34 @@ c10::intrusive_ptr<c10d::Backend> Backend::split(const c10::intrusive_ptr<c10d::
   int size = static_cast<int>(ranks.size());
   auto timeout = opts ? opts->timeout : timeout_;
   auto host = make_host_(store, rank, size, timeout);
-  // A split group is host-staged: joining the native transport is a
-  // rendezvous of the ranks' threads, which this call (under the GIL) cannot wait for.
+  // A split of a native group is native when its ranks are all in this
+  // process. Joining waits for the other ranks' threads, which this call
+  // (under the GIL) cannot: it offers here and joins at the first call.
+  NativeGroup::Join join;
+  if (native_ || join_native_) join = NativeGroup::offer(store, rank, size);
   return c10::make_intrusive<Backend>(rank, size, std::move(host), make_host_, timeout,
-                                      check_signatures_, nullptr);
+                                      check_signatures_, nullptr, std::move(join));
+}
+
+NativeGroup* Backend::native_group() {
+  if (join_native_) {
+    native_ = join_native_();
+    join_native_ = nullptr;
+  }
+  return native_.get();
+}
+
+bool Backend::native(const char* op, Collective kind, const std::vector<at::Tensor>& inputs,
+                     const std::vector<at::Tensor>& outputs, int64_t reduce, int64_t root,
+                     const char* host_reason) {
+  NativeGroup* group = native_group();
+  if (!group) return false;
+  const at::Tensor* first = !inputs.empty() ? &inputs[0] : !outputs.empty() ? &outputs[0] : nullptr;
+  if (first) device_ = first->device().index();
+  if (!group->run(op, rank_, timeout_, kind, inputs, outputs, reduce, root, host_reason))
+    return false;
+  ++seq_;
+  return true;
 }
 
 void Backend::agree(const char* op, const std::vector<at::Tensor>& ts, int64_t reduce,
@@ -215,6 +242,8 @@ c10::intrusive_ptr<c10d::Work> Backend::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> Backend::reduce(std::vector<at::Tensor>& tensors,
                                                const c10d::ReduceOptions& opts) {
   check_tpu("reduce", tensors, "tensor");
+  if (native("reduce", Collective::kReduce, tensors, tensors, opts.reduceOp.op_, opts.rootRank))
+    return finished(tensors);
   agree("reduce", tensors, opts.reduceOp.op_, opts.rootRank);
   auto host = to_host(tensors);
   c10d::ReduceOptions o = opts;
@@ -276,6 +305,13 @@ c10::intrusive_ptr<c10d::Work> Backend::allgather_into_tensor_coalesced(
 c10::intrusive_ptr<c10d::Work> Backend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                std::vector<at::Tensor>& inputs,
                                                const c10d::GatherOptions& opts) {
+  check_tpu("gather", inputs, "input");
+  check_tpu("gather", outputs, "output");
+  // The root brings its list of outputs; the others none.
+  std::vector<at::Tensor> mine = outputs.empty() ? std::vector<at::Tensor>{} : outputs[0];
+  if (native("gather", Collective::kGather, inputs, mine, -1, opts.rootRank,
+             inputs.size() == 1 && outputs.size() <= 1 ? nullptr : "several inputs"))
+    return finished(flat(outputs));
   return staged("gather", inputs, outputs, inputs, -1, opts.rootRank,
                 [&](auto& in, auto& out) { return host_->gather(out, in, opts); });
 }
@@ -283,6 +319,13 @@ c10::intrusive_ptr<c10d::Work> Backend::gather(std::vector<std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> Backend::scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ScatterOptions& opts) {
+  check_tpu("scatter", inputs, "input");
+  check_tpu("scatter", outputs, "output");
+  // The root brings its list of inputs; the others none.
+  std::vector<at::Tensor> mine = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
+  if (native("scatter", Collective::kScatter, mine, outputs, -1, opts.rootRank,
+             outputs.size() == 1 && inputs.size() <= 1 ? nullptr : "several outputs"))
+    return finished(outputs);
   return staged("scatter", inputs, outputs, outputs, -1, opts.rootRank,
                 [&](auto& in, auto& out) { return host_->scatter(out, in, opts); });
 }
@@ -391,6 +434,7 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(std::vector<at::Tensor>& output
 
 c10::intrusive_ptr<c10d::Work> Backend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   check_tpu("send", tensors, "tensor");
+  if (NativeGroup* group = native_group()) return group->send(rank_, dst, tag, tensors, timeout_);
   auto host = to_host(tensors);
   // The host work keeps its tensors alive until the data has left.
   auto work = host_->send(host, dst, tag);
@@ -400,6 +444,7 @@ c10::intrusive_ptr<c10d::Work> Backend::send(std::vector<at::Tensor>& tensors, i
 
 c10::intrusive_ptr<c10d::Work> Backend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   check_tpu("recv", tensors, "tensor");
+  if (NativeGroup* group = native_group()) return group->recv(rank_, src, tag, tensors, timeout_);
   auto host = host_like(tensors);
   auto work = host_->recv(host, src, tag);
   return pending_recv(std::move(work), tensors, std::move(host), rank_, size_);
@@ -408,12 +453,29 @@ c10::intrusive_ptr<c10d::Work> Backend::recv(std::vector<at::Tensor>& tensors, i
 c10::intrusive_ptr<c10d::Work> Backend::recvAnysource(std::vector<at::Tensor>& tensors,
                                                       int tag) {
   check_tpu("recv", tensors, "tensor");
+  if (NativeGroup* group = native_group()) return group->recv(rank_, -1, tag, tensors, timeout_);
   auto host = host_like(tensors);
   auto work = host_->recvAnysource(host, tag);
   return pending_recv(std::move(work), tensors, std::move(host), rank_, size_);
 }
 
 c10::intrusive_ptr<c10d::Work> Backend::barrier(const c10d::BarrierOptions& opts) {
+  if (native_group()) {
+    // A one-element all_reduce on this rank's device: the one asked for,
+    // else that of its last collective (as NCCL guesses), else the current.
+    int device = device_;
+    if (opts.device && opts.device->type() == c10::DeviceType::PrivateUse1 &&
+        opts.device->has_index())
+      device = opts.device->index();
+    else if (!opts.device_ids.empty())
+      device = static_cast<int>(opts.device_ids[0]);
+    if (device < 0)
+      device = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
+    std::vector<at::Tensor> token{
+        at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(c10::DeviceType::PrivateUse1, device))};
+    if (native("barrier", Collective::kAllReduce, token, token, c10d::ReduceOp::SUM))
+      return finished({});
+  }
   agree("barrier", {});
   wait_host("barrier", host_->barrier(opts), rank_, size_, 0);
   return finished({});

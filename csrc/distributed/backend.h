@@ -1,6 +1,7 @@
 // `tpu_dist`: the c10d process-group backend for tpu tensors.
 //
-// Transport today: host-staged. Each collective copies its tpu tensors to
+// Transports: device-native (native.h) when every rank is a thread of this
+// process, else host-staged: each collective copies its tpu tensors to
 // host memory, runs the same collective on a host backend (PyTorch's Gloo
 // process group, created by the Python layer on the same store, rank and
 // size), and copies the results back into the tpu tensors in place, so
@@ -43,9 +44,11 @@ class Backend final : public c10d::Backend {
   // `make_host` makes the host group of a split; `native`: the
   // device-native transport's group when all ranks are threads of this
   // process (native.h), else null (host-staged only).
+  // `join_native`: instead of `native`, joins the native group at the
+  // first call that needs it (a split group, made where ranks cannot wait).
   Backend(int rank, int size, c10::intrusive_ptr<c10d::Backend> host, HostFactory make_host,
           std::chrono::milliseconds timeout, bool check_signatures = true,
-          std::shared_ptr<NativeGroup> native = nullptr);
+          std::shared_ptr<NativeGroup> native = nullptr, NativeGroup::Join join_native = {});
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
@@ -139,13 +142,14 @@ class Backend final : public c10d::Backend {
   // false: run it host-staged (every rank decides the same).
   bool native(const char* op, Collective kind, const std::vector<at::Tensor>& inputs,
               const std::vector<at::Tensor>& outputs, int64_t reduce = -1, int64_t root = -1,
-              const char* host_reason = nullptr) {
-    return native_ && native_->run(op, rank_, timeout_, kind, inputs, outputs, reduce, root,
-                                   host_reason);
-  }
+              const char* host_reason = nullptr);
+  // The native group, joined first if this group was split (null: host-staged).
+  NativeGroup* native_group();
 
   c10::intrusive_ptr<c10d::Backend> host_;
   std::shared_ptr<NativeGroup> native_;
+  NativeGroup::Join join_native_;
+  int device_ = -1;  // the device of this rank's last native collective (barrier's)
   HostFactory make_host_;
   std::chrono::milliseconds timeout_;
   bool check_signatures_;

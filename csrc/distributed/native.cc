@@ -40,10 +40,16 @@ std::map<uint64_t, std::weak_ptr<NativeGroup>>& registry() {
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 std::string string_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
-// Compiled programs by text and device set, for the life of the process.
-pjrt::ExecutablePtr program(const std::string& text, const std::vector<int>& devices) {
+[[noreturn]] void raise(const char* op, const std::string& what) {
+  C10_THROW_ERROR(DistBackendError, c10::str("tpu_dist: ", op, " (device-native): ", what));
+}
+
+}  // namespace
+
+pjrt::ExecutablePtr native_program(const CollectiveSpec& spec, const std::vector<int>& devices) {
   static std::mutex mu;
   static std::map<std::pair<std::string, std::vector<int>>, pjrt::ExecutablePtr> cache;
+  const std::string text = collective_program(spec);
   std::lock_guard<std::mutex> lock(mu);
   auto& exe = cache[{text, devices}];
   if (!exe) {
@@ -54,40 +60,43 @@ pjrt::ExecutablePtr program(const std::string& text, const std::vector<int>& dev
   return exe;
 }
 
-[[noreturn]] void raise(const char* op, const std::string& what) {
-  C10_THROW_ERROR(DistBackendError, c10::str("tpu_dist: ", op, " (device-native): ", what));
-}
-
-}  // namespace
-
 NativeGroup::NativeGroup(int size) : size_(size), calls_(size) {}
 
 std::shared_ptr<NativeGroup> NativeGroup::connect(const c10::intrusive_ptr<c10d::Store>& store,
                                                   int rank, int size) {
-  if (!store || size < 1) return nullptr;
+  return offer(store, rank, size)();
+}
+
+NativeGroup::Join NativeGroup::offer(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                     int size) {
+  if (!store || size < 1) return [] { return std::shared_ptr<NativeGroup>(); };
   const std::string prefix = "tpu_dist_native/";
   store->set(prefix + "process/" + std::to_string(rank), bytes_of(process_token()));
-  bool local = true;
-  for (int r = 0; r < size; ++r)
-    local = local &&
-            string_of(store->get(prefix + "process/" + std::to_string(r))) == process_token();
-  if (!local) return nullptr;
+  // Rank 0 makes the group before knowing whether the ranks are local (it
+  // must not wait here); it is dropped when they are not.
+  std::shared_ptr<NativeGroup> made;
   if (rank == 0) {
-    auto group = std::make_shared<NativeGroup>(size);
+    made = std::make_shared<NativeGroup>(size);
     uint64_t id;
     {
       std::lock_guard<std::mutex> lock(registry_mu);
       static uint64_t next_id = 0;
       id = next_id++;
-      registry()[id] = group;
+      registry()[id] = made;
     }
-    store->set(prefix + "group", bytes_of(std::to_string(id)));
-    return group;
+    store->set(prefix + "group", bytes_of(process_token() + " " + std::to_string(id)));
   }
-  uint64_t id = std::stoull(string_of(store->get(prefix + "group")));
-  std::lock_guard<std::mutex> lock(registry_mu);
-  auto it = registry().find(id);
-  return it == registry().end() ? nullptr : it->second.lock();
+  return [store, rank, size, made, prefix]() -> std::shared_ptr<NativeGroup> {
+    for (int r = 0; r < size; ++r)
+      if (string_of(store->get(prefix + "process/" + std::to_string(r))) != process_token())
+        return nullptr;
+    if (made) return made;
+    std::string published = string_of(store->get(prefix + "group"));
+    uint64_t id = std::stoull(published.substr(published.rfind(' ') + 1));
+    std::lock_guard<std::mutex> lock(registry_mu);
+    auto it = registry().find(id);
+    return it == registry().end() ? nullptr : it->second.lock();
+  };
 }
 
 bool NativeGroup::run(const char* op, int rank, std::chrono::milliseconds timeout,
@@ -106,6 +115,15 @@ bool NativeGroup::run(const char* op, int rank, std::chrono::milliseconds timeou
   call.device = first.device().index();
   for (const auto& t : inputs) spec.in_numels.push_back(t.numel());
   for (const auto& t : outputs) spec.out_numels.push_back(t.numel());
+  // The ranks that keep nothing bring sizes that match the root's call: a
+  // gather's outputs, a scatter's inputs (its output tensor, `size` times).
+  std::vector<at::Tensor> brought = inputs;
+  if (kind == Collective::kGather && outputs.empty())
+    spec.out_numels.assign(size_, spec.in_numels.empty() ? 0 : spec.in_numels[0]);
+  if (kind == Collective::kScatter && inputs.empty() && !outputs.empty()) {
+    brought.assign(size_, outputs[0]);
+    spec.in_numels.assign(size_, outputs[0].numel());
+  }
   for (const auto* list : {&inputs, &outputs}) {
     for (const auto& t : *list) {
       if (t.scalar_type() != first.scalar_type())
@@ -117,13 +135,14 @@ bool NativeGroup::run(const char* op, int rank, std::chrono::milliseconds timeou
   if (call.invalid.empty() && call.host_reason.empty()) call.invalid = bad_sizes(spec);
   if (call.host_reason.empty()) call.host_reason = unsupported(spec);
   if (call.invalid.empty() && call.host_reason.empty())
-    for (const auto& t : inputs) call.inputs.push_back(
+    for (const auto& t : brought) call.inputs.push_back(
         engine::Engine::get().buffer(aten::flat_value(t), "collective"));
 
   auto mine = meet(op, rank, std::move(call), timeout);
   if (!mine) return false;
   auto& e = engine::Engine::get();
-  for (size_t i = 0; i < outputs.size(); ++i)
+  const bool keeps = kind != Collective::kReduce || rank == root;  // a reduce: the root only
+  for (size_t i = 0; keeps && i < outputs.size(); ++i)
     aten::assign(outputs[i], e.adopt(std::move((*mine)[i]), outputs[i].device().index()));
   int64_t bytes = 0;
   for (const auto& t : inputs) bytes += t.numel() * t.element_size();
@@ -208,7 +227,7 @@ NativeGroup::Outcome NativeGroup::launch(const char* op, std::vector<Call>& call
     return out;
   }
   try {
-    auto exe = program(collective_program(calls[0].spec), devices);
+    auto exe = native_program(calls[0].spec, devices);
     std::vector<std::vector<PJRT_Buffer*>> args(size_);
     for (int r = 0; r < size_; ++r)
       for (const auto& b : calls[r].inputs) args[r].push_back(b->get());

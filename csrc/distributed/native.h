@@ -13,7 +13,15 @@
 // comes makes the others raise after the group's timeout. When any rank
 // cannot run its call natively (an unsupported dtype or reduce op, ranks on
 // one device, uneven splits) every rank runs it host-staged instead.
+//
+// Sends and receives meet in the group's mailbox instead (native_p2p.cc):
+// a send waits there for the receive that names its rank and tag (or any
+// source), in the order they were posted; whichever comes second launches
+// one `collective_permute` over the pair's two devices.
 #pragma once
+
+#include <deque>
+#include <functional>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -27,16 +35,28 @@
 #include <vector>
 
 #include "../pjrt/buffer.h"
+#include "../pjrt/executable.h"
 #include "programs.h"
 
 namespace torch_tpu::distributed {
 
-class NativeGroup {
+// The compiled program of `spec` for replica i on device devices[i]
+// (compiled once per process; metric `collective_programs_compiled`).
+pjrt::ExecutablePtr native_program(const CollectiveSpec& spec, const std::vector<int>& devices);
+
+class NativeGroup : public std::enable_shared_from_this<NativeGroup> {
  public:
   // Meets the other ranks on `store`: the group when all `size` ranks are
   // in this process, else null (the backend stays host-staged).
   static std::shared_ptr<NativeGroup> connect(const c10::intrusive_ptr<c10d::Store>& store,
                                               int rank, int size);
+  // connect() in two halves, for groups made where a rank cannot wait for
+  // the others (a split, called under the GIL): `offer` only writes to the
+  // store (rank 0 also makes and publishes the group); the function it
+  // returns reads the others' offers (blocking) and gives what connect()
+  // would. Call it where the ranks may wait (their first collective).
+  using Join = std::function<std::shared_ptr<NativeGroup>()>;
+  static Join offer(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size);
   explicit NativeGroup(int size);
 
   // Runs `kind` on this rank's tensors with the other ranks: inputs are
@@ -49,7 +69,32 @@ class NativeGroup {
            const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
            int64_t reduce = -1, int64_t root = -1, const char* host_reason = nullptr);
 
+  // Point-to-point (native_p2p.cc): posts this rank's send to `dst` or
+  // receive from `src` (-1: any source) and returns its Work, which
+  // completes once the matching call has been posted and the pair's program
+  // ran. A receive writes its tensors (in place, any view) on wait().
+  // Errors (sizes or dtypes that differ from the peer's, no peer within
+  // `timeout`) raise DistBackendError from wait() naming both ends.
+  c10::intrusive_ptr<c10d::Work> send(int rank, int dst, int tag,
+                                      const std::vector<at::Tensor>& tensors,
+                                      std::chrono::milliseconds timeout);
+  c10::intrusive_ptr<c10d::Work> recv(int rank, int src, int tag,
+                                      const std::vector<at::Tensor>& tensors,
+                                      std::chrono::milliseconds timeout);
+
+  // One posted send or receive (native_p2p.cc); shared with its Work.
+  struct Transfer;
+  // Waits until `t` ran (or failed, or `timeout` passed with no match).
+  void await(Transfer& t, std::chrono::milliseconds timeout);
+  bool finished(const Transfer& t);
+
  private:
+  c10::intrusive_ptr<c10d::Work> post(std::shared_ptr<Transfer> t,
+                                      std::vector<at::Tensor> tensors,
+                                      std::chrono::milliseconds timeout);
+  // Runs the matched pair's program; sets their outcome (under mu_).
+  void transfer(Transfer& send, Transfer& recv);
+
   struct Call {
     CollectiveSpec spec;
     int device = -1;
@@ -77,6 +122,7 @@ class NativeGroup {
   std::vector<Call> calls_;
   Outcome outcome_;          // of the last completed collective
   std::string broken_;       // set after a timeout: the group is unusable
+  std::deque<std::shared_ptr<Transfer>> sends_, recvs_;  // posted, not yet matched
 };
 
 }  // namespace torch_tpu::distributed

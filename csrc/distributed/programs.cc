@@ -17,7 +17,8 @@ using hlo::Value;
 using hlo::Values;
 using Op = c10d::ReduceOp::RedOpType;
 
-const char* kNames[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all"};
+const char* kNames[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all",
+                        "reduce", "gather", "scatter", "send/recv"};
 
 int64_t total(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 
@@ -75,7 +76,8 @@ std::string CollectiveSpec::str() const {
 
 std::string unsupported(const CollectiveSpec& spec) {
   if (hlo::is_complex(spec.dtype)) return "complex tensors";
-  if (spec.op == Collective::kAllReduce || spec.op == Collective::kReduceScatter) {
+  if (spec.op == Collective::kAllReduce || spec.op == Collective::kReduceScatter ||
+      spec.op == Collective::kReduce) {
     if (!combiner(spec.reduce, spec.dtype)) return "this reduce op for this dtype";
     if (spec.reduce == Op::AVG && !hlo::is_float(spec.dtype)) return "AVG of integers";
   }
@@ -87,11 +89,14 @@ std::string unsupported(const CollectiveSpec& spec) {
 std::string bad_sizes(const CollectiveSpec& spec) {
   int64_t in = total(spec.in_numels), out = total(spec.out_numels), n = spec.size;
   int64_t expected = in;
-  if (spec.op == Collective::kAllGather) expected = in * n;
-  if (spec.op == Collective::kReduceScatter) {
+  if (spec.op == Collective::kAllGather || spec.op == Collective::kGather) expected = in * n;
+  if (spec.op == Collective::kReduceScatter || spec.op == Collective::kScatter) {
     if (in % n != 0) return "the input's " + std::to_string(in) + " elements do not split into " + std::to_string(n) + " ranks";
     expected = in / n;
   }
+  if ((spec.op == Collective::kGather || spec.op == Collective::kScatter) &&
+      (spec.root < 0 || spec.root >= n))
+    return "root " + std::to_string(spec.root) + " is not a rank of the group";
   if (spec.op == Collective::kAllToAll && in % n != 0)
     return "the input's " + std::to_string(in) + " elements do not split into " +
            std::to_string(n) + " equal parts";
@@ -112,6 +117,7 @@ std::string collective_program(const CollectiveSpec& spec) {
   Value y;
   switch (spec.op) {
     case Collective::kAllReduce:
+    case Collective::kReduce:
     case Collective::kReduceScatter: {
       Combine f = combiner(spec.reduce, spec.dtype);
       if (bitwise(spec.reduce, spec.dtype)) {
@@ -127,8 +133,8 @@ std::string collective_program(const CollectiveSpec& spec) {
                               {len / spec.size});
         break;
       }
-      y = spec.op == Collective::kAllReduce ? b.all_reduce(x, groups, region(f))
-                                            : b.reduce_scatter(x, 0, groups, region(f));
+      y = spec.op == Collective::kReduceScatter ? b.reduce_scatter(x, 0, groups, region(f))
+                                                : b.all_reduce(x, groups, region(f));
       if (spec.reduce == Op::AVG)
         y = b.div(y, b.broadcast_to(b.constant(spec.dtype, static_cast<double>(spec.size)),
                                     y.type().shape));
@@ -149,8 +155,21 @@ std::string collective_program(const CollectiveSpec& spec) {
       y = bits == spec.dtype ? v : b.bitcast_convert(v, x.type());
       break;
     }
-    case Collective::kAllGather: y = b.all_gather(x, 0, groups); break;
+    case Collective::kAllGather:
+    case Collective::kGather: y = b.all_gather(x, 0, groups); break;
     case Collective::kAllToAll: y = b.all_to_all(x, 0, 0, groups); break;
+    case Collective::kScatter: {
+      // Rank r receives chunk r of every rank's input; it keeps the root's.
+      int64_t chunk = x.dim(0) / spec.size;
+      y = b.slice(b.all_to_all(x, 0, 0, groups), {spec.root * chunk},
+                  {(spec.root + 1) * chunk}, {1});
+      break;
+    }
+    case Collective::kPermute:
+      // Replica 0 sends to replica 1 (what replica 0 gets back is unused);
+      // one replica: both ends share a device, the program copies.
+      y = spec.size == 1 ? x : b.collective_permute(x, {{0, 1}});
+      break;
   }
   Values results;
   int64_t start = 0;

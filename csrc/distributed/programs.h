@@ -1,7 +1,8 @@
 // The StableHLO programs of the device-native transport: one collective over
 // the replicas 0..size-1 of a program compiled for `size` devices (replica
-// i is group rank i). Inputs are flat arrays, concatenated in order; the
-// result is split into the outputs' flat arrays.
+// i is group rank i; for a send/receive pair, replica 0 sends and replica 1
+// receives). Inputs are flat arrays, concatenated in order; the result is
+// split into the outputs' flat arrays.
 #pragma once
 
 #include <cstdint>
@@ -12,13 +13,22 @@
 
 namespace torch_tpu::distributed {
 
-enum class Collective : int64_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kAllToAll };
+// kReduce: an all_reduce whose result only the root keeps. kGather: an
+// all_gather (only the root keeps it; the others bring `size` outputs'
+// worth of sizes). kScatter: every rank brings `size` equal inputs (the
+// root its chunks, the others anything of that size) and keeps chunk `rank`
+// of the root's, through one all_to_all. kPermute: a send/receive pair as
+// one collective_permute (size 1: both ends on one device, a copy).
+enum class Collective : int64_t {
+  kAllReduce, kBroadcast, kAllGather, kReduceScatter, kAllToAll,
+  kReduce, kGather, kScatter, kPermute
+};
 
 struct CollectiveSpec {
   Collective op = Collective::kAllReduce;
   hlo::ElementType dtype = hlo::ElementType::kF32;
-  int64_t reduce = -1;  // c10d::ReduceOp::RedOpType (all_reduce, reduce_scatter)
-  int64_t root = -1;    // broadcast
+  int64_t reduce = -1;  // c10d::ReduceOp::RedOpType (all_reduce, reduce_scatter, reduce)
+  int64_t root = -1;    // broadcast, reduce, gather, scatter
   int64_t size = 0;     // ranks
   std::vector<int64_t> in_numels, out_numels;
 

@@ -12,6 +12,7 @@ import datetime
 import json
 import sys
 import threading
+import time
 import traceback
 
 import torch
@@ -21,6 +22,7 @@ from torch.testing._internal.distributed import multi_threaded_pg
 import torch_tpu
 
 Op = dist.ReduceOp
+shared = {}  # what the ranks (threads) see of each other, for the barrier check
 
 
 def data(shape, rank, dtype=torch.float32, seed=0):
@@ -159,6 +161,172 @@ def checks(rank, world):
             same(outs[r], data((4,), r, seed=rank))
     c["all_to_all"] = all_to_all
 
+    def reduce(op, dtype, root, exact):
+        def run():
+            t = data((4, 3), rank, dtype).to(dev)
+            dist.reduce(t, dst=root, op=op)
+            # Only the root's tensor changes.
+            expect = (reduce_cpu([data((4, 3), r, dtype) for r in everyone], op)
+                      if rank == root else data((4, 3), rank, dtype))
+            same(t, expect, exact)
+        return run
+    c["reduce_sum"] = reduce(Op.SUM, torch.float32, world - 1, False)
+    c["reduce_max_int64"] = reduce(Op.MAX, torch.int64, 0, True)
+    c["reduce_bor_int32"] = reduce(Op.BOR, torch.int32, 1, True)
+
+    def gather(root, dtype):
+        def run():
+            x = data((2, 5), rank, dtype, seed=3).to(dev)
+            outs = [torch.empty(2, 5, dtype=dtype, device=dev) for _ in everyone]
+            dist.gather(x, outs if rank == root else None, dst=root)
+            if rank == root:
+                for r in everyone:
+                    same(outs[r], data((2, 5), r, dtype, seed=3))
+        return run
+    c["gather_float32"] = gather(0, torch.float32)
+    c["gather_int16_last_root"] = gather(world - 1, torch.int16)
+
+    def scatter(root, dtype):
+        def run():
+            out = torch.empty(3, 2, dtype=dtype, device=dev)
+            ins = [data((3, 2), j, dtype, seed=4).to(dev) for j in everyone]
+            dist.scatter(out, ins if rank == root else None, src=root)
+            same(out, data((3, 2), rank, dtype, seed=4))
+        return run
+    c["scatter_float32"] = scatter(world - 1, torch.float32)
+    c["scatter_bool"] = scatter(0, torch.bool)
+
+    # Point-to-point: every rank takes part (pairs 0-1, 2-3, or a ring).
+    peer = rank + 1 if rank % 2 == 0 else rank - 1
+
+    def send_recv_pairs():
+        # Even ranks send, odd ranks receive into a non-contiguous view.
+        if rank % 2 == 0:
+            dist.send(data((4, 6), rank, torch.bfloat16, seed=5).to(dev), dst=peer)
+        else:
+            base = torch.zeros(6, 8, dtype=torch.bfloat16, device=dev)
+            dist.recv(base.t()[::2], src=peer)
+            expect = torch.zeros(6, 8, dtype=torch.bfloat16)
+            expect.t()[::2] = data((4, 6), peer, torch.bfloat16, seed=5)
+            same(base, expect)
+    c["send_recv_pairs"] = send_recv_pairs
+
+    def send_recv_ring():
+        # isend/irecv around the ring, then wait: no rank blocks on its send.
+        x = data((3, 4), rank, torch.int64, seed=6).to(dev)
+        out = torch.empty(3, 4, dtype=torch.int64, device=dev)
+        reqs = [dist.isend(x, (rank + 1) % world), dist.irecv(out, (rank - 1) % world)]
+        for req in reqs:
+            req.wait()
+        same(out, data((3, 4), (rank - 1) % world, torch.int64, seed=6))
+    c["send_recv_ring"] = send_recv_ring
+
+    def batch_isend_irecv():
+        x = data((5,), rank, seed=7).to(dev)
+        out = torch.empty(5, device=dev)
+        ops = [dist.P2POp(dist.irecv, out, (rank - 1) % world),
+               dist.P2POp(dist.isend, x, (rank + 1) % world)]
+        for req in dist.batch_isend_irecv(ops):
+            req.wait()
+        same(out, data((5,), (rank - 1) % world, seed=7))
+    c["batch_isend_irecv"] = batch_isend_irecv
+
+    def send_recv_tags():
+        # Two messages to one peer, received in the other order by tag.
+        if rank % 2 == 0:
+            reqs = [dist.isend(data((3,), rank, seed=8).to(dev), peer, tag=1),
+                    dist.isend(data((2,), rank, seed=9).to(dev), peer, tag=2)]
+            for req in reqs:
+                req.wait()
+        else:
+            two, one = torch.empty(2, device=dev), torch.empty(3, device=dev)
+            dist.recv(two, peer, tag=2)
+            dist.recv(one, peer, tag=1)
+            same(one, data((3,), peer, seed=8))
+            same(two, data((2,), peer, seed=9))
+    c["send_recv_tags"] = send_recv_tags
+
+    def recv_any_source():
+        if rank % 2 == 0:
+            dist.send(torch.full((2,), float(rank), device=dev), dst=peer)
+        else:
+            t = torch.empty(2, device=dev)
+            src = dist.recv(t)
+            assert src == peer, (src, peer)
+            same(t, torch.full((2,), float(peer)))
+    c["recv_any_source"] = recv_any_source
+
+    def send_recv_mismatch():
+        # The receiver expects one element more than is sent: both ends raise
+        # naming both calls, and the pair still works afterwards.
+        try:
+            if rank % 2 == 0:
+                dist.send(torch.ones(3, device=dev), dst=peer)
+            else:
+                dist.recv(torch.empty(4, device=dev), src=peer)
+        except dist.DistBackendError as e:
+            msg = str(e)
+            sender, receiver = (rank, peer) if rank % 2 == 0 else (peer, rank)
+            assert f"send from rank {sender} to rank {receiver}" in msg, msg
+            assert f"recv at rank {receiver} from rank {sender}" in msg, msg
+        else:
+            raise AssertionError("mismatched sizes did not raise")
+        t = torch.full((3,), float(rank), device=dev)
+        if rank % 2 == 0:
+            dist.send(t, dst=peer)
+        else:
+            dist.recv(t, src=peer)
+            same(t, torch.full((3,), float(peer)))
+    c["send_recv_mismatch_raise"] = send_recv_mismatch
+
+    def barrier():
+        # Rank 0 writes late; nobody leaves the barrier before it has written.
+        if rank == 0:
+            time.sleep(0.3)
+            shared["barrier"] = True
+        dist.barrier()
+        assert shared.get("barrier"), f"rank {rank} left the barrier early"
+        dist.barrier()  # nobody clears it before everyone has looked
+        if rank == 0:
+            shared.pop("barrier")
+    c["barrier"] = barrier
+
+    # Groups made from the world group: split_group, new_group, a DeviceMesh.
+    halves = [[r for r in everyone if r % 2 == 0], [r for r in everyone if r % 2 == 1]]
+    if world == 2:
+        halves = [[0, 1]]
+    mine = next(h for h in halves if rank in h)
+
+    def in_group(g, ranks):
+        t = data((4,), rank, seed=10).to(dev)
+        dist.all_reduce(t, group=g)
+        same(t, torch.stack([data((4,), r, seed=10) for r in ranks]).sum(0), exact=False)
+        dist.barrier(group=g)
+        if len(ranks) > 1:  # a send to the next rank of the group
+            i = ranks.index(rank)
+            x, y = torch.full((2,), float(rank), device=dev), torch.empty(2, device=dev)
+            reqs = [dist.isend(x, group_dst=(i + 1) % len(ranks), group=g),
+                    dist.irecv(y, group_src=(i - 1) % len(ranks), group=g)]
+            for req in reqs:
+                req.wait()
+            same(y, torch.full((2,), float(ranks[(i - 1) % len(ranks)])))
+
+    def split_group():
+        in_group(dist.split_group(split_ranks=halves), mine)
+    c["split_group"] = split_group
+
+    def new_group():
+        groups = [dist.new_group(ranks=h) for h in halves]
+        in_group(groups[halves.index(mine)], mine)
+    c["new_group"] = new_group
+
+    def device_mesh():
+        from torch.distributed.device_mesh import init_device_mesh
+        mesh = init_device_mesh("tpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+        tp = mesh.get_group("tp")
+        in_group(tp, dist.get_process_group_ranks(tp))
+    c["device_mesh"] = device_mesh
+
     # Host-staged on every rank, decided together: uneven splits, PREMUL_SUM.
     def all_to_all_uneven():
         in_splits = [r + 1 for r in everyone]            # rank sends r+1 rows to rank r
@@ -209,8 +377,10 @@ def rank_main(rank, world, store, mode, results, barrier):
     out = {}
     try:
         torch_tpu.set_eager_mode(mode)
+        # device_id binds the device, so that groups are split from this one.
         dist.init_process_group("tpu_dist", store=store, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=60))
+                                timeout=datetime.timedelta(seconds=60),
+                                device_id=torch.device("tpu", rank))
         cases = checks(rank, world)
         for name, fn in cases.items():
             barrier.wait()
