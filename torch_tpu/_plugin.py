@@ -35,6 +35,20 @@ def plugin_path():
     return _libtpu_plugin() or _cpu_plugin() or ""
 
 
+def uses_kv_store():
+    """Whether the PJRT client is created with the job's key-value store
+    (PJRT_Client_Create's kv callbacks fed by the c10d store of the first
+    process group): $TORCH_TPU_PJRT_KV_STORE ("1" or "0") when set, else for
+    every plugin but XLA:CPU, which never calls the callbacks and runs no
+    collectives across processes (csrc/distributed/README.md)."""
+    explicit = os.environ.get("TORCH_TPU_PJRT_KV_STORE")
+    if explicit in ("0", "1"):
+        return explicit == "1"
+    if explicit:
+        raise ValueError(f"TORCH_TPU_PJRT_KV_STORE must be 0 or 1, got {explicit!r}")
+    return "xla_cpu" not in os.path.basename(plugin_path())
+
+
 def device_count_option():
     value = os.environ.get("TORCH_TPU_NUM_DEVICES", "1")
     try:

@@ -40,6 +40,32 @@ def _host_group(store, rank, size, timeout_s):
 
 
 _bound = False
+_store_shared = False
+
+
+def _share_store_with_client(store, size):
+    """The first group of a multi-process job hands its c10d store (under
+    its own prefix) to the PJRT client, which is created at the first use of
+    a tpu device and may need it to span processes (libtpu on a multi-host
+    slice). Not for plugins that ignore it (`_plugin.uses_kv_store`)."""
+    global _store_shared
+    if _store_shared or size < 2:
+        return
+    _store_shared = True
+    from . import _plugin
+
+    if not _plugin.uses_kv_store():
+        return
+    if _C._is_initialized():
+        import warnings
+
+        warnings.warn("tpu_dist: the PJRT client was created before init_process_group, so it "
+                      "has no key-value store; a plugin that spans processes may fail. Call "
+                      "init_process_group before the first use of a tpu device.")
+        return
+    import torch.distributed as dist
+
+    _C._share_store_with_client(dist.PrefixStore("torch_tpu/pjrt_client", store))
 
 
 def _bind_local_device():
@@ -62,6 +88,7 @@ def _bind_local_device():
 
 def _create_backend(opts, backend_options=None):
     """The `extended_api` creator c10d calls for each new group on tpu."""
+    _share_store_with_client(opts.store, opts.group_size)  # before anything makes the client
     _bind_local_device()
     timeout_s = opts.timeout.total_seconds()
     host = _host_group(opts.store, opts.group_rank, opts.group_size, timeout_s)

@@ -1,5 +1,7 @@
 #include "client.h"
 
+#include "kv_store.h"
+
 namespace torch_tpu::pjrt {
 
 std::string default_compile_options() {
@@ -56,8 +58,13 @@ Client::Client(std::shared_ptr<Plugin> plugin,
   auto a = PJRT_ARGS(PJRT_Client_Create);
   a.create_options = values.data();
   a.num_options = values.size();
+  // The process's key-value store (kv_store.h), for plugins that span
+  // processes; kept alive by its registry for as long as the client lives.
+  std::shared_ptr<KeyValueStore> kv = client_kv_store();
+  attach_kv_store(a, kv.get());
   PJRT_CALL(api_, PJRT_Client_Create, a);
   client_ = a.client;
+  if (kv) count_client_with_kv_store();
 
   auto d = PJRT_ARGS(PJRT_Client_AddressableDevices);
   d.client = client_;

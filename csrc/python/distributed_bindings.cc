@@ -6,9 +6,13 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <cstring>
 #include <memory>
+#include <stdexcept>
 
 #include "../distributed/backend.h"
+#include "../distributed/client_store.h"
+#include "../pjrt/kv_store.h"
 
 namespace py = pybind11;
 
@@ -49,9 +53,108 @@ c10::intrusive_ptr<CopyableOptions> copyable(const c10d::Backend::Options& o) {
   return copy;
 }
 
+// The key-value callbacks of PJRT_Client_Create, called exactly as a plugin
+// calls them (argument structs, the plugin's error maker, the value
+// deleter), over a ClientStore. XLA:CPU never calls them, so this is how
+// tests reach them with a real c10d store.
+class KvCallbacks {
+ public:
+  explicit KvCallbacks(c10::intrusive_ptr<c10d::Store> store)
+      : store_(std::make_shared<torch_tpu::distributed::ClientStore>(std::move(store))) {
+    std::memset(&args_, 0, sizeof(args_));
+    torch_tpu::pjrt::attach_kv_store(args_, store_.get());
+  }
+  void put(const std::string& key, const py::bytes& value) {
+    std::string v = value;
+    PJRT_KeyValuePutCallback_Args a{};
+    a.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
+    a.key = key.data();
+    a.key_size = key.size();
+    a.value = v.data();
+    a.value_size = v.size();
+    a.callback_error = &error_maker;
+    a.user_arg = args_.kv_put_user_arg;
+    check(call([&] { return args_.kv_put_callback(&a); }));
+  }
+  py::bytes get(const std::string& key, int timeout_ms) {
+    PJRT_KeyValueGetCallback_Args a{};
+    a.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
+    a.key = key.data();
+    a.key_size = key.size();
+    a.timeout_in_ms = timeout_ms;
+    a.callback_error = &error_maker;
+    a.user_arg = args_.kv_get_user_arg;
+    check(call([&] { return args_.kv_get_callback(&a); }));
+    return take(a);
+  }
+  py::bytes try_get(const std::string& key) {
+    PJRT_KeyValueTryGetCallback_Args a{};
+    a.struct_size = PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE;
+    a.key = key.data();
+    a.key_size = key.size();
+    a.callback_error = &error_maker;
+    a.user_arg = args_.kv_try_get_user_arg;
+    check(call([&] { return args_.kv_try_get_callback(&a); }));
+    return take(a);
+  }
+
+ private:
+  // The plugin's side: an error is a code and a message (what PJRT_Error
+  // holds); a non-null pointer tells the callback's caller it failed.
+  struct Failure {
+    PJRT_Error_Code code = PJRT_Error_Code_OK;
+    std::string message;
+  };
+  static Failure& failure() {
+    static thread_local Failure f;
+    return f;
+  }
+  static PJRT_Error* make_error(PJRT_Error_Code code, const char* message, size_t size) {
+    failure() = {code, std::string(message, size)};
+    return reinterpret_cast<PJRT_Error*>(&failure());
+  }
+  static inline PJRT_CallbackError error_maker = &make_error;
+
+  template <class F>
+  static PJRT_Error* call(F f) {
+    failure() = {};
+    py::gil_scoped_release no_gil;  // a get may wait for another process
+    return f();
+  }
+  static void check(PJRT_Error* e) {
+    if (!e) return;
+    static const char* names[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
+                                  "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+                                  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                                  "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+                                  "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+                                  "UNAUTHENTICATED"};
+    int code = static_cast<int>(failure().code);
+    throw std::runtime_error(std::string(code >= 0 && code <= 16 ? names[code] : "?") + ": " +
+                             failure().message);
+  }
+  template <class Args>
+  static py::bytes take(Args& a) {
+    py::bytes out(a.value, a.value_size);
+    a.value_deleter_callback(a.value);  // as the plugin must, once it has copied
+    return out;
+  }
+
+  std::shared_ptr<torch_tpu::distributed::ClientStore> store_;
+  PJRT_Client_Create_Args args_;
+};
+
 }  // namespace
 
 void bind_distributed(py::module& m) {
+  m.def("_share_store_with_client", &torch_tpu::distributed::share_with_client,
+        py::arg("store"));
+  m.def("_pjrt_clients_with_kv_store", &torch_tpu::pjrt::clients_with_kv_store);
+  py::class_<KvCallbacks>(m, "_PjrtKvCallbacks")
+      .def(py::init<c10::intrusive_ptr<c10d::Store>>(), py::arg("store"))
+      .def("put", &KvCallbacks::put, py::arg("key"), py::arg("value"))
+      .def("get", &KvCallbacks::get, py::arg("key"), py::arg("timeout_ms"))
+      .def("try_get", &KvCallbacks::try_get, py::arg("key"));
   // The backend's own Python type, so that what c10d's Python layer calls
   // on a splittable backend exists. `perform_nocolor_split` is what
   // `new_group` calls on ranks outside the new group once a device is bound

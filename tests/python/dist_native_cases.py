@@ -196,6 +196,23 @@ def checks(rank, world):
     c["scatter_float32"] = scatter(world - 1, torch.float32)
     c["scatter_bool"] = scatter(0, torch.bool)
 
+    def gather_mismatched_roots():
+        # Every rank names itself the root: all raise naming each rank's call.
+        outs = [torch.empty(2, device=dev) for _ in everyone]
+        try:
+            dist.gather(torch.ones(2, device=dev), outs, dst=rank)
+        except dist.DistBackendError as e:
+            msg = str(e)
+            assert "gather" in msg and "same call" in msg, msg
+            assert "rank 0: gather" in msg and f"root {world - 1}" in msg, msg
+        else:
+            raise AssertionError("mismatched roots did not raise")
+        t = torch.full((2,), float(rank), device=dev)  # the group still works
+        dist.reduce(t, dst=0)
+        if rank == 0:
+            same(t, torch.full((2,), float(sum(everyone))))
+    c["gather_mismatched_roots_raise"] = gather_mismatched_roots
+
     # Point-to-point: every rank takes part (pairs 0-1, 2-3, or a ring).
     peer = rank + 1 if rank % 2 == 0 else rank - 1
 
