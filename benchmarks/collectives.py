@@ -2,16 +2,20 @@
 gloo on CPU tensors.
 
     python benchmarks/collectives.py [--repeats 10] [--max-mib 64] [--smoke]
+                                     [--collectives all_reduce,send_recv,...]
 
 Two ranks (subprocesses of this script) join one process group made with
 `backend="cpu:gloo,tpu:tpu_dist"`, so the same `dist.all_reduce` call takes
 tpu_dist for a tpu tensor and Gloo for a CPU tensor. For each message size
-(1 KiB to --max-mib MiB, powers of 4) and each side, an all_reduce (SUM) and
-an all_gather_into_tensor run --repeats times after one warm-up; a rep ends
+(1 KiB to --max-mib MiB, powers of 4) and each side, each collective
+(all_reduce SUM, all_gather_into_tensor, reduce SUM to rank 0, gather to
+rank 0, scatter from rank 0, and a send from rank 0 received by rank 1;
+--collectives picks some) runs --repeats times after one warm-up; a rep ends
 with `torch.tpu.synchronize()` on the tpu side (the results are back in
 device memory). Reported: the median time per call over the reps (rank 0),
 and the bus bandwidth as nccl-tests defines it — all_reduce: bytes / time
-x 2(n-1)/n; all_gather: output bytes / time x (n-1)/n — with the ratio
+x 2(n-1)/n; all_gather, gather, scatter: the n ranks' bytes / time x
+(n-1)/n; reduce, send_recv: bytes / time — with the ratio
 tpu_dist / gloo. tpu_dist's extra cost is the device<->host copies and the
 small signature exchange before each collective (TORCH_TPU_DIST_CHECKS=0
 skips it; `--no-checks`).
@@ -40,7 +44,7 @@ import torch.distributed as dist
 from common import median, now, ratio, table, write_results
 
 WORLD = 2
-COLLECTIVES = ("all_reduce", "all_gather")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce", "gather", "scatter", "send_recv")
 
 
 def sizes(max_mib, smoke):
@@ -56,10 +60,21 @@ def sizes(max_mib, smoke):
 
 
 def run_once(name, x, out):
+    rank = dist.get_rank()
     if name == "all_reduce":
         dist.all_reduce(x)
-    else:
+    elif name == "all_gather":
         dist.all_gather_into_tensor(out, x)
+    elif name == "reduce":
+        dist.reduce(x, dst=0)
+    elif name == "gather":
+        dist.gather(x, list(out.chunk(WORLD)) if rank == 0 else None, dst=0)
+    elif name == "scatter":
+        dist.scatter(x, list(out.chunk(WORLD)) if rank == 0 else None, src=0)
+    elif rank == 0:  # send_recv
+        dist.send(x, dst=1)
+    elif rank == 1:
+        dist.recv(x, src=0)
     if x.device.type == "tpu":
         torch.tpu.synchronize()
 
@@ -81,18 +96,20 @@ def timed(name, nbytes, device, repeats, meet):
 
 def busbw(name, nbytes, seconds):
     """nccl-tests' bus bandwidth in GB/s."""
+    if name in ("reduce", "send_recv"):
+        return nbytes / seconds / 1e9
     factor = 2 * (WORLD - 1) / WORLD if name == "all_reduce" else (WORLD - 1) / WORLD
     moved = nbytes if name == "all_reduce" else nbytes * WORLD
     return moved / seconds * factor / 1e9
 
 
-def child(rank, init_file, byte_sizes, repeats):
+def child(rank, init_file, byte_sizes, repeats, collectives):
     """One rank: times every (collective, size, side); rank 0 prints JSON."""
     dist.init_process_group("cpu:gloo,tpu:tpu_dist", init_method=f"file://{init_file}",
                             rank=rank, world_size=WORLD,
                             timeout=datetime.timedelta(seconds=300))
     rows = []
-    for name in COLLECTIVES:
+    for name in collectives:
         for nbytes in byte_sizes:
             row = {"collective": name, "bytes": nbytes}
             for side, device in (("gloo", "cpu"), ("tpu_dist", "tpu")):
@@ -107,7 +124,7 @@ def child(rank, init_file, byte_sizes, repeats):
     dist.destroy_process_group()
 
 
-def native_child(byte_sizes, repeats):
+def native_child(byte_sizes, repeats, collectives):
     """Both ranks as threads of this process on tpu:0 and tpu:1 (native
     transport); prints rank 0's JSON rows."""
     from torch.testing._internal.distributed import multi_threaded_pg
@@ -125,13 +142,14 @@ def native_child(byte_sizes, repeats):
             dist.init_process_group("tpu_dist", store=store, rank=rank, world_size=WORLD,
                                     timeout=datetime.timedelta(seconds=300))
             device = torch.device("tpu", rank)
-            for name in COLLECTIVES:
+            for name in collectives:
                 for nbytes in byte_sizes:
                     t = timed(name, nbytes, device, repeats, barrier.wait)
                     if rank == 0:
                         rows.append({"collective": name, "bytes": nbytes, "native_us": t * 1e6})
             counts = torch_tpu.metrics()
             assert counts.get("collectives_native", 0) > 0, counts  # the transport ran
+            assert counts.get("collectives_host_staged", 0) == 0, counts  # and only it
             dist.destroy_process_group()
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(repr(e))
@@ -153,15 +171,21 @@ def main():
     p.add_argument("--max-mib", type=int, default=64)
     p.add_argument("--no-checks", action="store_true",
                    help="TORCH_TPU_DIST_CHECKS=0: no signature exchange before collectives")
+    p.add_argument("--collectives", default=",".join(COLLECTIVES),
+                   help=f"comma-separated, of {', '.join(COLLECTIVES)}")
     p.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     p.add_argument("--init-file", help=argparse.SUPPRESS)
     p.add_argument("--sizes", help=argparse.SUPPRESS)
     p.add_argument("--native", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    collectives = args.collectives.split(",")
+    unknown = sorted(set(collectives) - set(COLLECTIVES))
+    if unknown:
+        p.error(f"unknown collectives {unknown}; choose from {', '.join(COLLECTIVES)}")
     if args.native:
-        return native_child(json.loads(args.sizes), args.repeats)
+        return native_child(json.loads(args.sizes), args.repeats, collectives)
     if args.rank is not None:
-        return child(args.rank, args.init_file, json.loads(args.sizes), args.repeats)
+        return child(args.rank, args.init_file, json.loads(args.sizes), args.repeats, collectives)
     if args.smoke:
         args.repeats = 2
     byte_sizes = sizes(args.max_mib, args.smoke)
@@ -171,7 +195,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="torch_tpu_collectives_") as d:
         cmd = [common.python(), os.path.abspath(__file__), "--init-file",
                os.path.join(d, "init"), "--sizes", json.dumps(byte_sizes),
-               "--repeats", str(args.repeats)]
+               "--repeats", str(args.repeats), "--collectives", args.collectives]
         procs = [subprocess.Popen(cmd + ["--rank", str(r)], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for r in range(WORLD)]
         outs = [proc.communicate(timeout=1800) for proc in procs]
