@@ -432,8 +432,16 @@ c10::intrusive_ptr<c10d::Work> Backend::alltoall(std::vector<at::Tensor>& output
   return finished(outputs);
 }
 
+// A send's destination or a receive's source: another rank of this group.
+void check_peer(const char* op, const char* role, int peer, int rank, int size) {
+  TORCH_CHECK_VALUE(peer >= 0 && peer < size && peer != rank, "tpu_dist: ", op, ": ", role,
+                    " rank ", peer, " is not another rank of this group (its ranks are 0..",
+                    size - 1, "; this is rank ", rank, ")");
+}
+
 c10::intrusive_ptr<c10d::Work> Backend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   check_tpu("send", tensors, "tensor");
+  check_peer("send", "destination", dst, rank_, size_);
   if (NativeGroup* group = native_group()) return group->send(rank_, dst, tag, tensors, timeout_);
   auto host = to_host(tensors);
   // The host work keeps its tensors alive until the data has left.
@@ -444,6 +452,7 @@ c10::intrusive_ptr<c10d::Work> Backend::send(std::vector<at::Tensor>& tensors, i
 
 c10::intrusive_ptr<c10d::Work> Backend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   check_tpu("recv", tensors, "tensor");
+  check_peer("recv", "source", src, rank_, size_);
   if (NativeGroup* group = native_group()) return group->recv(rank_, src, tag, tensors, timeout_);
   auto host = host_like(tensors);
   auto work = host_->recv(host, src, tag);

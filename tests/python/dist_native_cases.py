@@ -296,6 +296,47 @@ def checks(rank, world):
             same(t, torch.full((3,), float(peer)))
     c["send_recv_mismatch_raise"] = send_recv_mismatch
 
+    def send_recv_complex():
+        if rank % 2 == 0:
+            dist.send(data((3,), rank, seed=11).to(torch.complex64).to(dev) * 1j, dst=peer)
+        else:
+            t = torch.empty(3, dtype=torch.complex64, device=dev)
+            dist.recv(t, src=peer)
+            same(t, data((3,), peer, seed=11).to(torch.complex64) * 1j)
+    c["send_recv_complex"] = send_recv_complex
+
+    def send_recv_one_device():
+        # Both ends on the receiver's device: the pair's program is a copy.
+        there = torch.device("tpu", peer if rank % 2 == 0 else rank)
+        if rank % 2 == 0:
+            dist.send(data((2, 3), rank, seed=12).to(there), dst=peer)
+        else:
+            t = torch.empty(2, 3, device=there)
+            dist.recv(t, src=peer)
+            same(t, data((2, 3), peer, seed=12))
+    c["send_recv_one_device"] = send_recv_one_device
+
+    def send_without_recv():
+        # Nobody receives: the send raises after its group's timeout, naming
+        # both ends; nothing is left behind in the mailbox.
+        g = dist.new_group(ranks=list(everyone), timeout=datetime.timedelta(seconds=2))
+        if rank % 2 == 0:
+            try:
+                dist.send(torch.ones(2, device=dev), group_dst=peer, group=g)
+            except dist.DistBackendError as e:
+                msg = str(e)
+                assert f"send from rank {rank} to rank {peer}" in msg, msg
+                assert "timed out after 2000 ms: no matching recv" in msg, msg
+            else:
+                raise AssertionError("a send nobody received did not raise")
+        try:
+            dist.send(torch.ones(1, device=dev), dst=rank)
+        except ValueError as e:
+            assert "not another rank" in str(e) or "same as" in str(e), str(e)
+        else:
+            raise AssertionError("a send to itself did not raise")
+    c["send_without_recv_raise"] = send_without_recv
+
     def barrier():
         # Rank 0 writes late; nobody leaves the barrier before it has written.
         if rank == 0:

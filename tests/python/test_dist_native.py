@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch without d
 # Checks that must run host-staged on every rank (decided together).
 HOST = {"all_to_all_uneven_host", "premul_sum_host"}
 # Checks that raise before any collective runs.
-NONE = {"mismatched_dtypes_raise"}
+NONE = {"mismatched_dtypes_raise", "send_without_recv_raise"}
 
 
 @pytest.fixture(scope="module", params=[(2, "DEFER_NEVER"), (2, "DEFER_AND_FUSE"),
