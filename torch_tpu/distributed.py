@@ -9,7 +9,8 @@ alias of `tpu_dist`.
 Transports, chosen per group (`TORCH_TPU_DIST_TRANSPORT=auto|host|native`):
 device-native when every rank is a thread of this process on its own tpu
 device (one StableHLO collective in a PJRT program run across the ranks'
-devices), else host-staged: collectives copy tpu tensors to the host, run
+devices; sends and receives as a `collective_permute`; also in groups split
+from such a group), else host-staged: collectives copy tpu tensors to the host, run
 on a Gloo process group made here on the same store, rank and size (under
 its own key prefix), and copy the results back in place. `torch_tpu.metrics()`
 counts them per transport (`collectives_native`, `collective_bytes_native`,
@@ -17,7 +18,8 @@ counts them per transport (`collectives_native`, `collective_bytes_native`,
 Before each collective the ranks exchange its signature (collective, dtype,
 sizes, root, reduce op, all-to-all splits) and raise a DistBackendError
 naming every rank's call when they differ; `TORCH_TPU_DIST_CHECKS=0` skips
-that exchange.
+that exchange. The first multi-process group hands its store to the PJRT
+client (its key-value store) when the plugin uses one (`_plugin.uses_kv_store`).
 """
 import os
 
