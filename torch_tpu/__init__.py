@@ -55,6 +55,7 @@ compiler.install_default_backend()
 from . import distributed  # noqa: E402
 
 distributed.register()
+distributed._share_launcher_store()  # before anything makes the PJRT client
 
 # Autograd threading is left as the user set it: a thread's first tpu tensor
 # makes its backward run on it instead of on PyTorch's per-device autograd

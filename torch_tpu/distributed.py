@@ -45,6 +45,35 @@ _bound = False
 _store_shared = False
 
 
+def _share_launcher_store():
+    """Under torchrun the agent's store exists before the workers start, so
+    the PJRT client gets its key-value store whatever the script touches
+    first (a tpu tensor before init_process_group included): called at
+    import. Elsewhere the first process group hands over its store."""
+    global _store_shared
+    env = os.environ
+    if (_store_shared or env.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+            or int(env.get("WORLD_SIZE", "1")) < 2 or "MASTER_ADDR" not in env):
+        return
+    from . import _plugin
+
+    if not _plugin.uses_kv_store() or _C._is_initialized():
+        return
+    import datetime
+
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    # The prefix init_process_group's env:// store takes there, then ours.
+    store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), int(env["WORLD_SIZE"]),
+                          False, datetime.timedelta(seconds=300))
+    attempt = env.get("TORCHELASTIC_RESTART_COUNT", "0")
+    _C._share_store_with_client(
+        dist.PrefixStore(f"/worker/attempt_{attempt}/torch_tpu/pjrt_client", store))
+    _store_shared = True
+
+
 def _share_store_with_client(store, size):
     """The first group of a multi-process job hands its c10d store (under
     its own prefix) to the PJRT client, which is created at the first use of

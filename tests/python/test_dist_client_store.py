@@ -134,3 +134,33 @@ def test_first_group_hands_its_store_to_the_client(tmp_path, forced):
         # The client is created with the callbacks attached (and, on XLA:CPU,
         # works as without them) only when the store is handed over.
         assert f"clients with a key-value store: {1 if forced else 0}" in out, out[-3000:]
+
+
+# Under torchrun: a tpu tensor before init_process_group (the client is made
+# first), and the client still has the agent's store, taken at import.
+TORCHRUN = textwrap.dedent("""
+    import torch, torch.distributed as dist
+    import torch_tpu
+    x = torch.full((3,), float(dist.get_rank() if dist.is_initialized() else 0) + 1, device="tpu")
+    dist.init_process_group("tpu_dist")
+    y = torch.full((3,), float(dist.get_rank() + 1), device="tpu")
+    dist.all_reduce(y)
+    assert y.cpu().tolist() == [3.0, 3.0, 3.0], y
+    dist.destroy_process_group()
+    print("clients with a key-value store:", torch_tpu._C._pjrt_clients_with_kv_store())
+""")
+
+
+def test_torchrun_client_gets_the_agents_store_before_init(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(TORCHRUN)
+    env = dict(ENV, TORCH_TPU_PJRT_KV_STORE="1")
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node=2", str(script)], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.stdout.count("clients with a key-value store: 1") == 2, proc.stdout[-4000:]
+    assert "was created before init_process_group" not in proc.stdout, proc.stdout[-4000:]
