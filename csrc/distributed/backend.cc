@@ -125,10 +125,7 @@ c10::intrusive_ptr<c10d::Backend> Backend::split(const c10::intrusive_ptr<c10d::
 }
 
 NativeGroup* Backend::native_group() {
-  if (join_native_) {
-    native_ = join_native_();
-    join_native_ = nullptr;
-  }
+  if (join_native_) std::call_once(joined_, [this] { native_ = join_native_(); });
   return native_.get();
 }
 

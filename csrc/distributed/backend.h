@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,7 @@ class Backend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> host_;
   std::shared_ptr<NativeGroup> native_;
   NativeGroup::Join join_native_;
+  std::once_flag joined_;  // join_native_ runs once, whichever thread calls first
   int device_ = -1;  // the device of this rank's last native collective (barrier's)
   HostFactory make_host_;
   std::chrono::milliseconds timeout_;
