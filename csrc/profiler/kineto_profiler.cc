@@ -171,18 +171,20 @@ class Session final : public libkineto::IActivityProfilerSession {
     if (!options_.device) return;
     // A device runs its programs in launch order: each starts when it was
     // launched or when the one before it on that device was done, whichever
-    // is later, and ends when its outputs were ready.
+    // is later, and ends when its outputs were ready (seen by the completion
+    // callback; one that fired before its predecessor's, as independent
+    // programs on XLA:CPU's thread pool can, ends where that one ended).
     std::sort(programs.begin(), programs.end(),
               [](const Recorded* a, const Recorded* b) { return a->event.launch < b->event.launch; });
     std::map<int, int64_t> free_at;
     for (const Recorded* r : programs) {
       const engine::trace::Event& e = r->event;
       int64_t& free = free_at[e.device];
-      int64_t begin = std::min(std::max(e.begin_ns, free), e.end_ns);
-      free = std::max(free, e.end_ns);
+      int64_t begin = std::max(e.begin_ns, free);
+      free = std::max(begin, e.end_ns);
       auto& a = add(libkineto::ActivityType::CONCURRENT_KERNEL, e.name);
       a.startTime = begin;
-      a.endTime = e.end_ns;
+      a.endTime = free;
       a.device = e.device;
       a.resource = 0;
       a.id = static_cast<int32_t>(e.launch);
