@@ -19,10 +19,12 @@ std::atomic<uint64_t> g_generation{0};
 std::atomic<int64_t> g_pending{0};
 std::atomic<uint64_t> g_next_launch{0};
 
-// The last cache miss on this thread, for the launch that follows it.
+// The last cache miss on this thread, for the launch that follows it (under
+// the same sink: a miss left by a profile that ended says nothing).
 struct Miss {
   const char* tier = nullptr;
   int64_t ns = 0;
+  uint64_t generation = 0;
 };
 thread_local Miss t_miss;
 
@@ -79,7 +81,6 @@ void listen(Sink* sink) {
   g_generation.fetch_add(1);
   g_sink.store(sink);
   detail::g_on.store(sink != nullptr, std::memory_order_relaxed);
-  t_miss = Miss{};
 }
 
 bool await_completions(int timeout_ms) {
@@ -117,8 +118,10 @@ void launched(const std::vector<OpSite>* ops, int mode, const void* exe, int dev
   }
   // A launch not preceded by a miss on this thread found its program in
   // memory (a hit leaves no trace: it costs nothing while profiling is off).
-  launch.args.emplace_back("cache", t_miss.tier ? t_miss.tier : "memory");
-  if (t_miss.tier) launch.args.emplace_back("compile_ms", std::to_string(t_miss.ns / 1e6));
+  uint64_t generation = g_generation.load();
+  bool missed = t_miss.tier && t_miss.generation == generation;
+  launch.args.emplace_back("cache", missed ? t_miss.tier : "memory");
+  if (missed) launch.args.emplace_back("compile_ms", std::to_string(t_miss.ns / 1e6));
   t_miss = Miss{};
   launch.args.emplace_back("device", "tpu:" + std::to_string(device));
 
@@ -138,7 +141,6 @@ void launched(const std::vector<OpSite>* ops, int mode, const void* exe, int dev
     emit(std::move(run));
     return;
   }
-  uint64_t generation = g_generation.load();
   g_pending.fetch_add(1);
   auto complete = [run = std::move(run), generation]() mutable {
     run.end_ns = now_ns();
@@ -164,7 +166,7 @@ void compiled(uint64_t key, const char* tier, int64_t begin_ns, size_t text_byte
   e.args.emplace_back("tier", tier);
   e.args.emplace_back("key", hex(key));
   e.args.emplace_back("program_bytes", std::to_string(text_bytes));
-  t_miss = Miss{tier, e.end_ns - begin_ns};
+  t_miss = Miss{tier, e.end_ns - begin_ns, g_generation.load()};
   emit(std::move(e));
 }
 
