@@ -96,8 +96,9 @@ void emit(Event event) {
   if (Sink* sink = g_sink.load()) sink->record(std::move(event));
 }
 
-void launched(const std::vector<OpSite>* ops, int mode, const void* exe, int device,
-              int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done) {
+namespace {
+void trace_launch(const std::vector<OpSite>* ops, int mode, const void* exe, int device,
+                  int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done) {
   Event launch;
   launch.kind = Kind::kLaunch;
   launch.device = device;
@@ -157,7 +158,7 @@ void launched(const std::vector<OpSite>* ops, int mode, const void* exe, int dev
   }
 }
 
-void compiled(uint64_t key, const char* tier, int64_t begin_ns, size_t text_bytes) {
+void trace_compile(uint64_t key, const char* tier, int64_t begin_ns, size_t text_bytes) {
   Event e;
   e.kind = Kind::kCompile;
   e.begin_ns = begin_ns;
@@ -170,7 +171,7 @@ void compiled(uint64_t key, const char* tier, int64_t begin_ns, size_t text_byte
   emit(std::move(e));
 }
 
-void transfer(Kind kind, int device, int64_t bytes, int64_t begin_ns) {
+void trace_transfer(Kind kind, int device, int64_t bytes, int64_t begin_ns) {
   Event e;
   e.kind = kind;
   e.device = device;
@@ -183,7 +184,7 @@ void transfer(Kind kind, int device, int64_t bytes, int64_t begin_ns) {
   emit(std::move(e));
 }
 
-void synchronized(int64_t begin_ns, size_t programs) {
+void trace_synchronize(int64_t begin_ns, size_t programs) {
   Event e;
   e.kind = Kind::kSynchronize;
   e.begin_ns = begin_ns;
@@ -191,6 +192,40 @@ void synchronized(int64_t begin_ns, size_t programs) {
   e.name = "tpu::synchronize";
   e.args.emplace_back("programs_waited", std::to_string(programs));
   emit(std::move(e));
+}
+}  // namespace
+
+// The hooks run in the middle of the engine's work (between a launch and
+// its bookkeeping, before a compiled executable is cached): a profiler's
+// failure (out of memory while it records) must not undo that work, so
+// none leaves them. The event is lost.
+void launched(const std::vector<OpSite>* ops, int mode, const void* exe, int device,
+              int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done) noexcept {
+  try {
+    trace_launch(ops, mode, exe, device, begin_ns, done);
+  } catch (...) {
+  }
+}
+
+void compiled(uint64_t key, const char* tier, int64_t begin_ns, size_t text_bytes) noexcept {
+  try {
+    trace_compile(key, tier, begin_ns, text_bytes);
+  } catch (...) {
+  }
+}
+
+void transfer(Kind kind, int device, int64_t bytes, int64_t begin_ns) noexcept {
+  try {
+    trace_transfer(kind, device, bytes, begin_ns);
+  } catch (...) {
+  }
+}
+
+void synchronized(int64_t begin_ns, size_t programs) noexcept {
+  try {
+    trace_synchronize(begin_ns, programs);
+  } catch (...) {
+  }
 }
 
 }  // namespace torch_tpu::engine::trace

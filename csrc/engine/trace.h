@@ -68,17 +68,18 @@ int64_t now_ns();
 // Sends `event` to the sink, if one listens.
 void emit(Event event);
 
-// ---- hooks (call only when on() said yes, with the begin time it gave) ----
+// ---- hooks (call only when on() said yes, with the begin time it gave);
+// none throws: a failure to record loses the event, never the work ----
 // Engine::run launched a program made of `ops` (null: a graph compiled for
 // torch.compile, identified by `exe`) in `mode` (engine::Mode as int); its
 // completion `done` (null: unknown) sends the device span.
 void launched(const std::vector<OpSite>* ops, int mode, const void* exe, int device,
-              int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done);
+              int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done) noexcept;
 // The cache could not find a program in memory: it was compiled (`tier`
 // "compiled" or "compiled quick") or loaded ("disk") from `begin_ns` on. The
 // next launch on this thread says so. `key` identifies the program (hex).
-void compiled(uint64_t key, const char* tier, int64_t begin_ns, size_t text_bytes);
-void transfer(Kind kind, int device, int64_t bytes, int64_t begin_ns);
-void synchronized(int64_t begin_ns, size_t programs);
+void compiled(uint64_t key, const char* tier, int64_t begin_ns, size_t text_bytes) noexcept;
+void transfer(Kind kind, int device, int64_t bytes, int64_t begin_ns) noexcept;
+void synchronized(int64_t begin_ns, size_t programs) noexcept;
 
 }  // namespace torch_tpu::engine::trace
