@@ -111,9 +111,11 @@ def test_device_time_belongs_to_the_op_that_launched_it():
     assert rows["aten::mm"].self_device_time_total == rows["Strict aten::mm"].device_time_total
 
 
-def test_launches_sit_inside_their_ops_on_the_cpu_clock():
+@pytest.mark.parametrize("mode,name", [("DEFER_NEVER", "Strict"),
+                                       ("DEFER_NEVER_AND_LAUNCH_BLOCKING", "Debug")])
+def test_launches_sit_inside_their_ops_on_the_cpu_clock(mode, name):
     x = torch.randn(32, 32, device="tpu")
-    with torch_tpu.eager_mode("DEFER_NEVER"):
+    with torch_tpu.eager_mode(mode):
         (x + x).cpu()
         with profile(activities=BOTH) as prof:
             for _ in range(3):
@@ -128,7 +130,7 @@ def test_launches_sit_inside_their_ops_on_the_cpu_clock():
         assert launch.time_range.end <= parent.time_range.end
     # The device runs the programs in launch order, each after its launch.
     spans = sorted(_device(prof), key=lambda e: e.time_range.start)
-    assert len(spans) == 3
+    assert [s.name for s in spans] == [f"{name} aten::add.Tensor"] * 3
     for launch, span in zip(sorted(launches, key=lambda e: e.time_range.start), spans):
         assert span.time_range.start >= launch.time_range.start
         assert span.time_range.end >= span.time_range.start
