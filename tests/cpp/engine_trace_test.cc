@@ -150,6 +150,34 @@ TEST(EngineTrace, ADiskLoadIsItsOwnTier) {
   fs::remove_all(dir, ec);
 }
 
+// Tiered compilation: the miss compiles quickly, the second hit queues the
+// optimizing compile, which the background thread reports as its own tier.
+TEST(EngineTrace, TieredCompilesShowBothTiers) {
+  TPU_REQUIRE_CLIENT(c);
+  hlo::Builder b;  // long enough to be tiered (Cache::kTierMinBytes)
+  hlo::Value x = b.parameter({hlo::ElementType::kF32, {3}});
+  for (int i = 0; i < 200; ++i) x = b.add(x, b.full({hlo::ElementType::kF32, {3}}, 0.5 + i));
+  b.set_results({x});
+  std::string text = b.module();
+  ASSERT_GE(text.size(), Cache::kTierMinBytes);
+  Collect sink;
+  Metrics metrics;
+  Cache cache(*c, metrics, "");
+  cache.set_tiering(Cache::Tiering::kAll);
+  {
+    Listening on(&sink);
+    cache.get(text);
+    for (int i = 0; i < Cache::kHotUses; ++i) cache.get(text);
+    cache.drain_background();
+  }
+  auto compiles = sink.of(Kind::kCompile);
+  ASSERT_EQ(compiles.size(), 2u);
+  EXPECT_EQ(arg(compiles[0], "tier"), "compiled quick");
+  EXPECT_EQ(arg(compiles[1], "tier"), "background upgrade");
+  EXPECT_EQ(arg(compiles[0], "key"), arg(compiles[1], "key"));
+  EXPECT_EQ(metrics.snapshot()["tier_upgrades"], 1);
+}
+
 // A completion arriving after a new sink started listening does not reach
 // it; the copy and synchronize hooks carry what they did.
 TEST(EngineTrace, LateCompletionsAreDroppedAndCopiesCarryBytes) {
