@@ -376,3 +376,33 @@ def test_compile_events_say_which_tier_served_the_miss(tmp_path):
         tiers.append(sorted(a["tier"] for a in _args(trace, "tpu::compile")))
         assert sorted(a["cache"] for a in _args(trace, "tpu::launch")) == tiers[-1]
     assert tiers == [["compiled", "compiled"], ["disk", "disk"]]
+
+
+def test_tensorboard_handler_and_other_threads(tmp_path):
+    """The trace handler the reference's users pass writes the tpu's events;
+    a launch on another thread is on that thread's lane."""
+    import threading
+
+    x = torch.randn(8, device="tpu")
+    results = {}
+
+    def other():
+        results["other"] = (x * 3).cpu()
+
+    with torch_tpu.eager_mode("DEFER_NEVER"):
+        (x * 3).cpu()
+        with profile(activities=BOTH,
+                     on_trace_ready=torch.profiler.tensorboard_trace_handler(str(tmp_path))) as prof:
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+            mine = (x * 3).cpu()
+    assert torch.equal(results["other"], mine)
+    assert_same(x * 3, mine)
+    launches = _named(prof, "tpu::launch")
+    assert len(launches) == 2 and len(_device(prof)) == 2
+    files = list(tmp_path.glob("*.pt.trace.json"))
+    assert len(files) == 1
+    trace = json.loads(files[0].read_text())["traceEvents"]
+    assert len([e for e in trace if e.get("cat") == "kernel"]) == 2
+    assert len({e["tid"] for e in trace if e.get("name") == "tpu::launch"}) == 2
