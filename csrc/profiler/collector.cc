@@ -32,8 +32,8 @@ void Collector::start() {
   engine::trace::listen(this);
 }
 
-std::vector<Recorded> Collector::stop() {
-  engine::trace::await_completions(kCompletionWaitMs);
+std::vector<Recorded> Collector::stop(bool await_device) {
+  if (await_device) engine::trace::await_completions(kCompletionWaitMs);
   engine::trace::listen(nullptr);
   std::lock_guard<std::mutex> lock(mu_);
   active_ = false;

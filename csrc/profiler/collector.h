@@ -27,10 +27,11 @@ class Collector final : public engine::trace::Sink {
 
   // Starts keeping events (dropping any kept before) and listens.
   void start();
-  // Stops listening and returns what was kept; waits a little for the
-  // completions of programs still running (the profiler synchronized the
-  // device just before, but a completion callback may not have run yet).
-  std::vector<Recorded> stop();
+  // Stops listening and returns what was kept. With `await_device`, first
+  // waits a little for the completions of programs still running (a profile
+  // of PrivateUse1 synchronized the device just before, but a completion
+  // callback may not have run yet).
+  std::vector<Recorded> stop(bool await_device);
   void record(engine::trace::Event event) override;
 
   // The correlation ids of the profiled ops running on this thread, innermost

@@ -103,7 +103,7 @@ class Session final : public libkineto::IActivityProfilerSession {
     if (options_.host || options_.device) Collector::get().start();
   }
   void stop() override {
-    if (options_.host || options_.device) events_ = Collector::get().stop();
+    if (options_.host || options_.device) events_ = Collector::get().stop(options_.device);
     end_ns_ = engine::trace::now_ns();
   }
   std::vector<std::string> errors() override { return {}; }
