@@ -27,7 +27,6 @@
 #include <output_base.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <unordered_map>
 
