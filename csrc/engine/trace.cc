@@ -97,17 +97,29 @@ void emit(Event event) {
 }
 
 namespace {
-void trace_launch(const std::vector<OpSite>* ops, int mode, const void* exe, int device,
-                  int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done) {
+// The miss this thread's next launch follows, if any (taken: the launch
+// after it found its program in memory). A hit leaves no trace: it costs
+// nothing while profiling is off.
+Miss take_miss() {
+  Miss m = t_miss;
+  t_miss = Miss{};
+  if (m.generation != g_generation.load()) m = Miss{};
+  return m;
+}
+
+// A launch of `program` on `device` (`ops`: what it holds, when known;
+// `miss`: the cache miss before it) and, at its completion, its device span.
+void trace_launch(std::string program, const char* mode, const std::vector<OpSite>* ops,
+                  const Miss& miss, int device, int64_t begin_ns,
+                  const std::shared_ptr<pjrt::Event>& done) {
   Event launch;
   launch.kind = Kind::kLaunch;
   launch.device = device;
   launch.begin_ns = begin_ns;
   launch.launch = g_next_launch.fetch_add(1) + 1;
   launch.name = "tpu::launch";
-  std::string program = program_name(ops, mode, exe);
   launch.args.emplace_back("program", program);
-  launch.args.emplace_back("mode", ops ? mode_name(mode) : "Graph");
+  launch.args.emplace_back("mode", mode);
   if (ops) {
     launch.args.emplace_back("ops", op_summary(*ops));
     launch.args.emplace_back("num_ops", std::to_string(ops->size()));
@@ -117,13 +129,8 @@ void trace_launch(const std::vector<OpSite>* ops, int mode, const void* exe, int
         break;
       }
   }
-  // A launch not preceded by a miss on this thread found its program in
-  // memory (a hit leaves no trace: it costs nothing while profiling is off).
-  uint64_t generation = g_generation.load();
-  bool missed = t_miss.tier && t_miss.generation == generation;
-  launch.args.emplace_back("cache", missed ? t_miss.tier : "memory");
-  if (missed) launch.args.emplace_back("compile_ms", std::to_string(t_miss.ns / 1e6));
-  t_miss = Miss{};
+  launch.args.emplace_back("cache", miss.tier ? miss.tier : "memory");
+  if (miss.tier) launch.args.emplace_back("compile_ms", std::to_string(miss.ns / 1e6));
   launch.args.emplace_back("device", "tpu:" + std::to_string(device));
 
   Event run;
@@ -142,6 +149,7 @@ void trace_launch(const std::vector<OpSite>* ops, int mode, const void* exe, int
     emit(std::move(run));
     return;
   }
+  uint64_t generation = g_generation.load();
   g_pending.fetch_add(1);
   auto complete = [run = std::move(run), generation]() mutable {
     run.end_ns = now_ns();
@@ -202,7 +210,20 @@ void trace_synchronize(int64_t begin_ns, size_t programs) {
 void launched(const std::vector<OpSite>* ops, int mode, const void* exe, int device,
               int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done) noexcept {
   try {
-    trace_launch(ops, mode, exe, device, begin_ns, done);
+    trace_launch(program_name(ops, mode, exe), ops ? mode_name(mode) : "Graph", ops, take_miss(),
+                 device, begin_ns, done);
+  } catch (...) {
+  }
+}
+
+void launched_replicated(const std::string& what, const std::vector<int>& devices,
+                         int64_t begin_ns,
+                         const std::vector<std::shared_ptr<pjrt::Event>>& done) noexcept {
+  try {
+    Miss miss = take_miss();  // one program, compiled for every device
+    for (size_t i = 0; i < devices.size(); ++i)
+      trace_launch("Collective " + what, "Collective", nullptr, miss, devices[i], begin_ns,
+                   i < done.size() ? done[i] : nullptr);
   } catch (...) {
   }
 }

@@ -75,6 +75,11 @@ void emit(Event event);
 // completion `done` (null: unknown) sends the device span.
 void launched(const std::vector<OpSite>* ops, int mode, const void* exe, int device,
               int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done) noexcept;
+// A program run on several devices at once (csrc/distributed's native
+// collectives), named "Collective <what>": a launch and a span per device.
+void launched_replicated(const std::string& what, const std::vector<int>& devices,
+                         int64_t begin_ns,
+                         const std::vector<std::shared_ptr<pjrt::Event>>& done) noexcept;
 // The cache could not find a program in memory: it was compiled (`tier`
 // "compiled" or "compiled quick") or loaded ("disk") from `begin_ns` on. The
 // next launch on this thread says so. `key` identifies the program (hex).

@@ -406,3 +406,51 @@ def test_tensorboard_handler_and_other_threads(tmp_path):
     trace = json.loads(files[0].read_text())["traceEvents"]
     assert len([e for e in trace if e.get("cat") == "kernel"]) == 2
     assert len({e["tid"] for e in trace if e.get("name") == "tpu::launch"}) == 2
+
+
+_COLLECTIVE_SCRIPT = textwrap.dedent("""
+    import datetime, json, sys, threading
+    import torch, torch_tpu
+    import torch.distributed as dist
+    from torch.profiler import profile, ProfilerActivity
+    from torch.testing._internal.distributed import multi_threaded_pg
+
+    multi_threaded_pg._install_threaded_pg()  # ranks as threads, rank r on tpu:r
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)
+    store, world, out = dist.HashStore(), 2, [None, None]
+
+    def rank_main(rank):
+        dist.init_process_group("tpu_dist", store=store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=60))
+        x = torch.arange(6, dtype=torch.float32, device=f"tpu:{rank}") * (rank + 1)
+        dist.all_reduce(x)
+        out[rank] = x.cpu().tolist()
+        dist.destroy_process_group()
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    prof.export_chrome_trace(sys.argv[1])
+    print(json.dumps({"out": out, "native": torch_tpu.metrics().get("collectives_native", 0)}))
+""")
+
+
+def test_native_collectives_launch_on_every_device(tmp_path):
+    path = tmp_path / "collective.json"
+    env = dict(os.environ, TORCH_TPU_NUM_DEVICES="2", TORCH_TPU_WARMUP="0")
+    done = subprocess.run([sys.executable, "-c", _COLLECTIVE_SCRIPT, str(path)], env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = (torch.arange(6, dtype=torch.float32) * 3).tolist()  # rank 0's + rank 1's
+    assert result["out"] == [expected, expected] and result["native"] == 2
+    trace = json.loads(path.read_text())["traceEvents"]
+    launches = [a for a in _args(trace, "tpu::launch") if a["mode"] == "Collective"]
+    assert sorted(a["device"] for a in launches) == ["tpu:0", "tpu:1"]
+    assert {a["cache"] for a in launches} == {"compiled"}
+    spans = [e for e in trace if e.get("cat") == "kernel" and e["name"].startswith("Collective ")]
+    assert sorted(e["pid"] for e in spans) == [0, 1]
+    assert all("all_reduce" in e["name"] for e in spans)
