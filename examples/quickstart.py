@@ -23,6 +23,27 @@ def make_data(n, seed, classes=4, dim=16):
     return points, labels
 
 
+def profile_first_steps(path, device):
+    """A started torch.profiler over steps 1-10 (the first compile, the later
+    ones hit the cache) that writes a Chrome trace to `path` and prints the
+    busiest rows. On tpu it records the device too: launches, compiles,
+    copies and each program's device span."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "tpu":
+        activities.append(torch.profiler.ProfilerActivity.PrivateUse1)
+
+    def done(prof):
+        prof.export_chrome_trace(path)
+        print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=15))
+        print(f"wrote {path}: open it in https://ui.perfetto.dev or chrome://tracing")
+
+    prof = torch.profiler.profile(
+        activities=activities, on_trace_ready=done,
+        schedule=torch.profiler.schedule(wait=0, warmup=0, active=10, repeat=1))
+    prof.start()
+    return prof
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
@@ -31,6 +52,8 @@ def main():
     parser.add_argument("--autocast", action="store_true", help="train in bf16 autocast")
     parser.add_argument("--mode", default=None,
                         help="eager mode: DEFER_NEVER (default), DEFER_AND_FUSE, ...")
+    parser.add_argument("--profile", metavar="TRACE_JSON",
+                        help="profile steps 1-10 with torch.profiler, write a Chrome trace")
     args = parser.parse_args()
     if args.mode:
         torch_tpu.set_eager_mode(args.mode)
@@ -48,6 +71,7 @@ def main():
     if device.type == "tpu":
         print(f"training on {device} ({torch.tpu.get_device_name()}), "
               f"eager mode {torch_tpu.get_eager_mode().name}")
+    prof = profile_first_steps(args.profile, device) if args.profile else None
     start = time.perf_counter()
     for step in range(1, args.steps + 1):
         idx = torch.randint(0, x_train.shape[0], (args.batch,), device=device)
@@ -59,6 +83,10 @@ def main():
         opt.step()
         if step % 50 == 0 or step == 1:
             print(f"step {step:4d}  loss {loss.item():.4f}")
+        if prof is not None:
+            prof.step()
+    if prof is not None:
+        prof.stop()
     if device.type == "tpu":
         torch.tpu.synchronize()
     elapsed = time.perf_counter() - start

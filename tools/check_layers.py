@@ -22,7 +22,8 @@ ALLOWED = {
     "engine": {"pjrt", "hlo", "lowering"},
     "aten": {"pjrt", "hlo", "lowering", "engine"},
     "distributed": {"pjrt", "hlo", "lowering", "engine", "aten"},
-    "python": {"pjrt", "hlo", "lowering", "engine", "aten", "distributed"},
+    "profiler": {"pjrt", "hlo", "lowering", "engine"},
+    "python": {"pjrt", "hlo", "lowering", "engine", "aten", "distributed", "profiler"},
 }
 # Layers that know nothing of torch (nor of Python).
 TORCH_FREE = {"pjrt", "hlo", "lowering", "engine"}

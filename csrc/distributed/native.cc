@@ -11,6 +11,7 @@
 #include "../aten/storage.h"
 #include "../aten/tensor_io.h"
 #include "../engine/engine.h"
+#include "../engine/trace.h"
 #include "../pjrt/collective.h"
 
 namespace torch_tpu::distributed {
@@ -54,8 +55,10 @@ pjrt::ExecutablePtr native_program(const CollectiveSpec& spec, const std::vector
   auto& exe = cache[{text, devices}];
   if (!exe) {
     auto& e = engine::Engine::get();
+    int64_t traced = engine::trace::on() ? engine::trace::now_ns() : 0;
     exe = pjrt::compile_replicated(e.client(), text, devices);
     e.metrics().count("collective_programs_compiled");
+    if (traced) engine::trace::compiled(engine::Cache::hash(text), "compiled", traced, text.size());
   }
   return exe;
 }
@@ -231,7 +234,9 @@ NativeGroup::Outcome NativeGroup::launch(const char* op, std::vector<Call>& call
     std::vector<std::vector<PJRT_Buffer*>> args(size_);
     for (int r = 0; r < size_; ++r)
       for (const auto& b : calls[r].inputs) args[r].push_back(b->get());
+    int64_t traced = engine::trace::on() ? engine::trace::now_ns() : 0;
     pjrt::ReplicatedResult result = pjrt::execute_replicated(*exe, args);
+    if (traced) engine::trace::launched_replicated(calls[0].spec.str(), devices, traced, result.done);
     for (auto& done : result.done)
       if (done) done->await();
     out.outputs = std::move(result.outputs);

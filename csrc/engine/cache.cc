@@ -1,5 +1,6 @@
 #include "cache.h"
 
+#include "trace.h"
 #include "xla_cpu/bf16_dots.h"
 
 #include <fcntl.h>
@@ -169,6 +170,7 @@ void Cache::note_hit(const hlo::Fingerprint& key, Entry& entry) {
 void Cache::upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std::string>& program,
                     const OverridesPtr& overrides) {
   auto start = std::chrono::steady_clock::now();
+  int64_t traced = trace::on() ? trace::now_ns() : 0;
   pjrt::ExecutablePtr exe;
   try {
     exe = xla_cpu::compile_checked(client_, *program, /*quick=*/false,
@@ -179,6 +181,7 @@ void Cache::upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std
   }
   metrics_.time("background_compile", std::chrono::duration<double>(
                                           std::chrono::steady_clock::now() - start).count());
+  if (traced) trace::compiled(key.a, "background upgrade", traced, program->size());
   std::string keyed = disk_program(*program, overrides);
   std::string path = path_of(keyed);
   if (!path.empty()) store(path, keyed, *exe, /*counted=*/false);
@@ -261,6 +264,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
     return exe;
   };
   auto load_start = std::chrono::steady_clock::now();
+  int64_t traced = trace::on() ? trace::now_ns() : 0;
   pjrt::ExecutablePtr exe = from_disk();
   // Processes sharing the disk tier (the ranks of a job on one machine)
   // compile each program once: a miss takes the program's lock file, so
@@ -281,6 +285,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
                                    std::chrono::steady_clock::now() - load_start).count());
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.disk_hits;
+    if (traced) trace::compiled(key.a, "disk", traced, program.size());
   } else {
     auto start = std::chrono::steady_clock::now();
     exe = xla_cpu::compile_checked(client_, program, /*quick=*/tiered,
@@ -304,6 +309,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
         store(path, keyed, *exe);
     }
     compiling.reset();
+    if (traced) trace::compiled(key.a, tiered ? "compiled quick" : "compiled", traced, program.size());
     deliver_warnings();  // any the warm-up thread found
   }
   std::lock_guard<std::mutex> lock(mu_);

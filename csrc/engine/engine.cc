@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "target.h"
+#include "trace.h"
 #include "xla_cpu/flags.h"
 
 namespace torch_tpu::engine {
@@ -361,7 +362,9 @@ pjrt::BufferPtr Engine::scalar_buffer(hlo::ElementType dtype, const ScalarBits& 
   auto key = std::make_tuple(static_cast<int>(dtype), bits.words[0], bits.words[1], r_->device);
   auto it = scalar_buffers_.find(key);
   if (it != scalar_buffers_.end()) return it->second;
+  int64_t traced = trace::on() ? trace::now_ns() : 0;
   pjrt::BufferPtr buffer = client_->buffer_from_host(bits.words, buffer_type(dtype), {}, r_->device);
+  if (traced) trace::transfer(trace::Kind::kToDevice, r_->device, element_size(dtype), traced);
   if (scalar_buffers_.size() > 4096) scalar_buffers_.clear();
   scalar_buffers_.emplace(key, buffer);
   metrics_.count("scalar_uploads");
@@ -677,6 +680,7 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
                           std::to_string(limit),
                       PJRT_Error_Code_RESOURCE_EXHAUSTED);
   auto start = std::chrono::steady_clock::now();
+  int64_t traced = trace::on() ? trace::now_ns() : 0;
   pjrt::ExecuteResult result = exe.execute(args, client_->device(device));
   metrics_.count(Hot::kExecutions);
   std::vector<ValuePtr> values;
@@ -688,6 +692,7 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
     v->buffer_ = std::move(buffer);
     values.push_back(std::move(v));
   }
+  if (traced) trace::launched(ops, static_cast<int>(mode), &exe, device, traced, result.done);
   launched(std::move(result.done), inputs, ops, mode);
   metrics_.time_launch(seconds_since(start));
   return values;
@@ -765,6 +770,7 @@ pjrt::BufferPtr Engine::buffer(const ValuePtr& v, const char* cause) {
 ValuePtr Engine::from_host(const void* data, const hlo::TensorType& type, int device) {
   auto guard = lock();
   auto v = std::make_shared<DeviceValue>(type, device);
+  int64_t traced = trace::on() ? trace::now_ns() : 0;
   try {
     v->buffer_ = client_->buffer_from_host(data, buffer_type(type.dtype), type.shape, device);
   } catch (const pjrt::Error& err) {
@@ -775,6 +781,7 @@ ValuePtr Engine::from_host(const void* data, const hlo::TensorType& type, int de
   }
   metrics_.count("transfers_to_device");
   metrics_.count("bytes_to_device", static_cast<int64_t>(type.numel() * element_size(type.dtype)));
+  if (traced) trace::transfer(trace::Kind::kToDevice, device, type.numel() * element_size(type.dtype), traced);
   return v;
 }
 
@@ -789,6 +796,7 @@ void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
   ++run_;
   pjrt::BufferPtr b = buffer(v, "host_read");
   auto start = std::chrono::steady_clock::now();
+  int64_t traced = trace::on() ? trace::now_ns() : 0;
   try {
     b->to_host(dst, bytes);  // waits for the producer; raises its error, if any
   } catch (const pjrt::Error& err) {
@@ -797,6 +805,7 @@ void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
   metrics_.count("transfers_to_host");
   metrics_.count("bytes_to_host", static_cast<int64_t>(bytes));
   metrics_.time("transfer_to_host", seconds_since(start));
+  if (traced) trace::transfer(trace::Kind::kToHost, v->device_, static_cast<int64_t>(bytes), traced);
   verify_checks();
 }
 
@@ -812,6 +821,7 @@ std::vector<std::shared_ptr<pjrt::Event>> Engine::mark() {
 
 void Engine::synchronize() {
   ++run_;
+  int64_t traced = trace::on() ? trace::now_ns() : 0;
   std::deque<InFlight> launches;
   {
     auto guard = lock();
@@ -826,6 +836,7 @@ void Engine::synchronize() {
       note_failure(l);
     }
   }
+  if (traced) trace::synchronized(traced, launches.size());
   // Failures found here or earlier (a finished launch released by a later
   // one) are raised once, naming the first failed program's ops.
   auto guard = lock();
