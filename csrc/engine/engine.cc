@@ -671,7 +671,10 @@ void Engine::warn_size_cap(const std::string* site) {
 bool Engine::recompiles(const std::string& site, const char* first_op,
                         const std::string& signature) const {
   auto it = compiles_at_.find(site_key(site, first_op));
-  if (it == compiles_at_.end() || it->second.programs == 0) return false;
+  // Programs compiled by one run of a line (a backward() compiling each of
+  // its matmul shapes once) are its own, not recompilations.
+  if (it == compiles_at_.end() || it->second.programs == 0 || it->second.last_run == run_.load())
+    return false;
   // Signatures are "types | op names": the same ops over other types.
   const std::string& previous = it->second.signature;
   auto a = previous.find('|'), b = signature.find('|');

@@ -308,9 +308,10 @@ class Engine {
   std::function<void(const std::string&)> warn_;
   bool donate_ = true;
 
-  // Whether `site` compiled a program starting with `first_op` before with
-  // the op sequence of `signature` over other types: a reshaped
-  // recompilation, which cache.h's Tiering::kRecompiles compiles quickly.
+  // Whether `site` compiled a program starting with `first_op` on an
+  // earlier run of its code with the op sequence of `signature` over other
+  // types: a reshaped recompilation, which cache.h's Tiering::kRecompiles
+  // compiles quickly.
   bool recompiles(const std::string& site, const char* first_op,
                   const std::string& signature) const;
   // Warns when one call site keeps compiling new programs that start with
