@@ -244,3 +244,31 @@ def test_bad_tiering_environment_value_is_a_clear_error():
 def test_tiering_setting_is_checked():
     with pytest.raises(ValueError, match="'off', 'recompiles' or 'all'"):
         torch_tpu._C._set_tiered_compile("sometimes")
+
+
+BACKGROUND_NICE = textwrap.dedent("""
+    import os, random, torch, torch_tpu
+    torch_tpu.set_eager_mode("DEFER_AND_FUSE")
+    x = torch.linspace(-1, 1, 64, device="tpu")
+    for _ in range(4):  # the second hit queues the upgrade
+        rng = random.Random(0)  # not periodic: one program past Cache::kTierMinBytes
+        h = x
+        for _ in range(32):
+            h = rng.choice([torch.tanh, torch.sin, torch.sigmoid, torch.cos])(h * 2 + 0.5)
+        h.cpu()
+    torch_tpu._C._drain_background_compiles()
+    nice = [int(open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[16])
+            for t in os.listdir("/proc/self/task")]
+    print(int(torch_tpu.metrics().get("tier_upgrades", 0)), max(nice))
+""")
+
+
+def test_background_upgrades_run_below_the_recording_thread():
+    """The optimizing compiles take only what the user's threads leave: the
+    worker thread runs at nice 10."""
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0", TORCH_TPU_TIERED_COMPILE="all")
+    proc = subprocess.run([sys.executable, "-c", BACKGROUND_NICE], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    upgrades, nice = proc.stdout.split()[-2:]
+    assert int(upgrades) >= 1 and int(nice) == 10, proc.stdout
