@@ -1,5 +1,9 @@
 #include "background.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace torch_tpu::engine {
 
 void Background::submit(std::function<void()> job) {
@@ -26,6 +30,9 @@ void Background::stop() {
 }
 
 void Background::run() {
+  // Below the threads that run the user's steps: an upgrade only takes the
+  // time they leave (Linux nice values are per thread).
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kNice);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });

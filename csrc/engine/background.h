@@ -28,6 +28,8 @@ class Background {
   void stop();
 
  private:
+  // The worker's nice value: it runs when the recording threads leave a core.
+  static constexpr int kNice = 10;
   void run();
 
   std::mutex mu_;

@@ -31,9 +31,9 @@
 // compiled under two sets of options is two executables. No overrides (the
 // default) leave every key as it was.
 //
-// Tiered compilation (set_tiering; on XLA:CPU off by default, every
-// program with TORCH_TPU_TIERED_COMPILE=1, recompilations only with
-// =recompiles): a
+// Tiered compilation (set_tiering; on XLA:CPU kRecompiles by default:
+// misses the caller calls reshaped recompilations, Engine::recompiles;
+// kAll with TORCH_TPU_TIERED_COMPILE=1, kOff with =0): such a
 // program missing from both tiers is compiled quickly, with the backend's
 // optimizations off (pjrt::Client::compile's `quick`: about half the compile
 // time, slower code), so a first step or a first generate() waits less;
@@ -92,8 +92,8 @@ class Cache {
   pjrt::ExecutablePtr lookup(const hlo::Fingerprint& key);
   // The executable for `program` (whose fingerprint is `key`), compiling or
   // loading it from disk on a miss. `recompile`: the caller has compiled
-  // another program for the same code before (its shapes vary), which
-  // Tiering::kRecompiles compiles quickly.
+  // this program's op sequence for the same code over other shapes before,
+  // which Tiering::kRecompiles compiles quickly.
   pjrt::ExecutablePtr get(const hlo::Fingerprint& key, const std::string& program,
                           bool recompile = false);
   // The same, keyed by the text alone (for programs not built here).

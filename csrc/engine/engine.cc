@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include <unistd.h>
@@ -41,6 +44,47 @@ constexpr size_t kMaxRecordedOps = 4000;
 // What compiles_at_ counts by: a call site and the first op of its programs.
 std::string site_key(const std::string& site, const char* first_op) {
   return site + " " + first_op;
+}
+
+// TORCH_TPU_TIERED_COMPILE (cache.h): unset or "recompiles", "0"/"off",
+// "1"/"all"; checked before the client exists.
+Cache::Tiering tiering_from_env() {
+  const char* v = std::getenv("TORCH_TPU_TIERED_COMPILE");
+  std::string name = v ? v : "recompiles";
+  if (name == "recompiles") return Cache::Tiering::kRecompiles;
+  if (name == "0" || name == "off") return Cache::Tiering::kOff;
+  if (name == "1" || name == "all") return Cache::Tiering::kAll;
+  throw pjrt::Error("TORCH_TPU_TIERED_COMPILE is 'recompiles' (the default), '0' or 'off', or '1' "
+                    "or 'all', not '" + name + "'",
+                    PJRT_Error_Code_INVALID_ARGUMENT);
+}
+
+// Why a site's new program differs from its last one, from their
+// signatures ("input types -> result types | op names"): the first few
+// types that changed (a varying length shows as one dimension), else that
+// the op sequence changed.
+std::string describe_change(const std::string& previous, const std::string& signature) {
+  auto a = previous.find('|'), b = signature.find('|');
+  if (previous.compare(0, a, signature, 0, b) == 0)
+    return previous.compare(a, std::string::npos, signature, b, std::string::npos) == 0
+               ? "the program changed"
+               : "the recorded op sequence changed";
+  auto words = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+  };
+  std::vector<std::string> was = words(previous.substr(0, a)), now = words(signature.substr(0, b));
+  if (was.size() != now.size()) return "the number of inputs and results changed";
+  std::string changes;
+  int changed = 0;
+  for (size_t i = 0; i < was.size(); ++i) {
+    if (was[i] == now[i]) continue;
+    if (++changed <= 3) changes += (changes.empty() ? "" : ", ") + was[i] + " became " + now[i];
+  }
+  if (changed > 3) changes += " and " + std::to_string(changed - 3) + " more";
+  return "tensor types changed (" + changes + ")";
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -105,6 +149,7 @@ Engine& Engine::get() {
 
 Engine::Engine() {
   const Config& c = config();
+  const Cache::Tiering tiering = tiering_from_env();
   if (xla_cpu::named_like_xla_cpu(c.plugin_path)) xla_cpu::tune_flags();  // before the client
   auto plugin = pjrt::Plugin::load(c.plugin_path);
   std::map<std::string, pjrt::Attribute> options;
@@ -123,21 +168,15 @@ Engine::Engine() {
     memory_limits_.push_back(limit);
   }
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
-  // Tiered compilation (cache.h) where its options are known: XLA:CPU. Off
-  // by default: quick code ran a small GPT's forward ~3x slower until its
-  // upgrade landed, seconds later on two busy cores (14.7 vs 45 forwards/s
-  // over the first 150 forwards). TORCH_TPU_TIERED_COMPILE=recompiles:
-  // recompilations only (a first generate() 5.0 s instead of 9.5 s, but a
-  // loop whose steady program follows a different warm-up program at the
-  // same line runs quick code too: benchmarks/inference.py's Fused forward
-  // loop fell from 90-100 to 22 forwards/s); =1: every program.
-  using Tiering = Cache::Tiering;
-  const char* tiered = std::getenv("TORCH_TPU_TIERED_COMPILE");
-  Tiering tiering = !target_.xla_cpu || !tiered                        ? Tiering::kOff
-                    : std::strcmp(tiered, "1") == 0                   ? Tiering::kAll
-                    : std::strcmp(tiered, "recompiles") == 0 ? Tiering::kRecompiles
-                                                                        : Tiering::kOff;
-  cache_->set_tiering(tiering);
+  // Tiered compilation (cache.h) where its options are known: XLA:CPU.
+  // By default only reshaped recompilations compile quickly (a program whose
+  // site compiled the same op sequence over other shapes: each decode step
+  // of generate(), a loop over lengths; `Engine::recompiles`); a site's
+  // first program and programs of a new op sequence compile optimized.
+  // TORCH_TPU_TIERED_COMPILE=0 or off: none; =1 or all: every program
+  // (quick code ran a small GPT's forward ~3x slower until its upgrade
+  // landed, seconds later on two busy cores).
+  cache_->set_tiering(target_.xla_cpu ? tiering : Cache::Tiering::kOff);
   if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
   if (const char* c = std::getenv("TORCH_TPU_INDEX_CHECKS")) checks_ = std::strcmp(c, "0") != 0;
   if (Warmup::wanted(target_)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
@@ -499,7 +538,7 @@ Program Engine::flush_current(const char* cause, bool with_text) {
 
   if (!p.exe) {
     try {
-      p.exe = cache_->get(key, p.text, !signature.empty() && recompiles(*site, first_op));
+      p.exe = cache_->get(key, p.text, !signature.empty() && recompiles(*site, first_op, signature));
     } catch (const pjrt::Error& err) {
       std::string why = std::string(err.what()) + "\n" + describe_ops(sites, mode);
       abandon(p.outputs, priors.of, why);
@@ -632,9 +671,18 @@ void Engine::warn_size_cap(const std::string* site) {
         "ends (warned once per line).");
 }
 
-bool Engine::recompiles(const std::string& site, const char* first_op) const {
+bool Engine::recompiles(const std::string& site, const char* first_op,
+                        const std::string& signature) const {
   auto it = compiles_at_.find(site_key(site, first_op));
-  return it != compiles_at_.end() && it->second.programs > 0;
+  // Programs compiled by one run of a line (a backward() compiling each of
+  // its matmul shapes once) are its own, not recompilations.
+  if (it == compiles_at_.end() || it->second.programs == 0 || it->second.last_run == run_.load())
+    return false;
+  // Signatures are "types | op names": the same ops over other types.
+  const std::string& previous = it->second.signature;
+  auto a = previous.find('|'), b = signature.find('|');
+  return a != std::string::npos && b != std::string::npos &&
+         previous.compare(a, std::string::npos, signature, b, std::string::npos) == 0;
 }
 
 void Engine::note_compile(const std::string& site, const char* first_op,
@@ -651,13 +699,7 @@ void Engine::note_compile(const std::string& site, const char* first_op,
   at.last_run = run;
   int count = ++at.runs;
   if (count < 4 || (count & (count - 1)) != 0 || !warn_) return;  // 4, 8, 16, ...
-  std::string why = "the program changed";
-  // Signatures are "types | op names": name the first difference.
-  auto a = previous.find('|'), b = signature.find('|');
-  if (previous.substr(0, a) != signature.substr(0, b))
-    why = "tensor types changed: [" + previous.substr(0, a) + "] became [" + signature.substr(0, b) + "]";
-  else if (previous.substr(a) != signature.substr(b))
-    why = "the recorded op sequence changed";
+  std::string why = describe_change(previous, signature);
   metrics_.count("recompile_warnings");
   warn_("torch_tpu: " + site + " has compiled new programs on " + std::to_string(count) +
         " runs (" + std::to_string(at.programs) + " programs); " + why +

@@ -308,9 +308,12 @@ class Engine {
   std::function<void(const std::string&)> warn_;
   bool donate_ = true;
 
-  // Whether `site` compiled a program starting with `first_op` before (the
-  // next one is a recompilation: cache.h's Tiering::kRecompiles).
-  bool recompiles(const std::string& site, const char* first_op) const;
+  // Whether `site` compiled a program starting with `first_op` on an
+  // earlier run of its code with the op sequence of `signature` over other
+  // types: a reshaped recompilation, which cache.h's Tiering::kRecompiles
+  // compiles quickly.
+  bool recompiles(const std::string& site, const char* first_op,
+                  const std::string& signature) const;
   // Warns when one call site keeps compiling new programs that start with
   // the same op, naming the change.
   void note_compile(const std::string& site, const char* first_op, const std::string& signature);

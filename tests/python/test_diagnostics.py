@@ -28,6 +28,9 @@ def test_recompilation_warning_names_changed_input_types():
     messages = [str(w.message) for w in caught if "has compiled" in str(w.message)]
     assert messages, [str(w.message) for w in caught]
     assert "tensor types changed" in messages[0] and "test_diagnostics.py" in messages[0]
+    # It names the types that changed, not every input's.
+    assert "tensor<25xf32> became tensor<30xf32>" in messages[0], messages[0]
+    assert len(messages[0]) < 400, messages[0]
 
 
 def test_one_run_of_a_line_compiling_several_shapes_does_not_warn():

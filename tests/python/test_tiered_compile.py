@@ -179,12 +179,13 @@ RECOMPILES = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("setting,want", [("recompiles", ("recompiles", 3, 2)), (None, ("off", 3, 0)),
-                                          ("0", ("off", 3, 0))])
-def test_recompilations_compile_quickly_when_asked(setting, want):
-    """TORCH_TPU_TIERED_COMPILE=recompiles: a site's first program compiles
-    optimized, the programs it compiles after that (its shapes vary)
-    quickly. Unset (the default) or 0, every program compiles optimized."""
+@pytest.mark.parametrize("setting,want", [("recompiles", ("recompiles", 3, 2)),
+                                          (None, ("recompiles", 3, 2)), ("0", ("off", 3, 0)),
+                                          ("off", ("off", 3, 0)), ("all", ("all", 3, 3))])
+def test_reshaped_recompilations_compile_quickly(setting, want):
+    """By default (or =recompiles) a site's first program compiles optimized
+    and the programs it compiles after that for other shapes quickly; 0/off
+    compiles every program optimized, 1/all every program quickly."""
     env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
     env.pop("TORCH_TPU_TIERED_COMPILE", None)
     if setting is not None:
@@ -197,6 +198,77 @@ def test_recompilations_compile_quickly_when_asked(setting, want):
     assert float(err) < 1e-5  # quick or optimized, the values are CPU's (to the last bits)
 
 
+NEW_OPS_AT_ONE_SITE = textwrap.dedent("""
+    import random, torch, torch_tpu
+    torch_tpu.set_eager_mode("DEFER_AND_FUSE")
+    x = torch.linspace(-1, 1, 64).reshape(8, 8)
+
+    def step(x, seed):  # one site; each seed records another op sequence
+        rng = random.Random(seed)
+        h = x
+        for _ in range(32):
+            h = rng.choice([torch.tanh, torch.sin, torch.sigmoid, torch.cos])(h * 2 + 0.5)
+        return h.sum(-1)
+
+    for seed in range(3):
+        got = step(x.to("tpu"), seed).cpu()
+        assert torch.allclose(got, step(x, seed), rtol=1e-5, atol=1e-6)
+    m = torch_tpu.metrics()
+    print(int(m.get("compiles", 0)), int(m.get("quick_compiles", 0)))
+""")
+
+
+def test_new_op_sequence_at_a_site_compiles_optimized():
+    """A warm-up program and a loop's steady program recorded at the same
+    line differ in their ops: the steady one is not a reshaped recompilation
+    and must run optimized code at once (it used to run quick code, 4x
+    slower, until its upgrade landed)."""
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
+    env.pop("TORCH_TPU_TIERED_COMPILE", None)
+    proc = subprocess.run([sys.executable, "-c", NEW_OPS_AT_ONE_SITE], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-2:] == ["3", "0"]
+
+
+def test_bad_tiering_environment_value_is_a_clear_error():
+    env = dict(os.environ, TORCH_TPU_TIERED_COMPILE="sometimes")
+    code = ("import torch, torch_tpu\n"
+            "try:\n    torch.ones(2, device='tpu')\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "TORCH_TPU_TIERED_COMPILE" in proc.stdout and "'sometimes'" in proc.stdout, proc.stdout
+
+
 def test_tiering_setting_is_checked():
     with pytest.raises(ValueError, match="'off', 'recompiles' or 'all'"):
         torch_tpu._C._set_tiered_compile("sometimes")
+
+
+BACKGROUND_NICE = textwrap.dedent("""
+    import os, random, torch, torch_tpu
+    torch_tpu.set_eager_mode("DEFER_AND_FUSE")
+    x = torch.linspace(-1, 1, 64, device="tpu")
+    for _ in range(4):  # the second hit queues the upgrade
+        rng = random.Random(0)  # not periodic: one program past Cache::kTierMinBytes
+        h = x
+        for _ in range(32):
+            h = rng.choice([torch.tanh, torch.sin, torch.sigmoid, torch.cos])(h * 2 + 0.5)
+        h.cpu()
+    torch_tpu._C._drain_background_compiles()
+    nice = [int(open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[16])
+            for t in os.listdir("/proc/self/task")]
+    print(int(torch_tpu.metrics().get("tier_upgrades", 0)), max(nice))
+""")
+
+
+def test_background_upgrades_run_below_the_recording_thread():
+    """The optimizing compiles take only what the user's threads leave: the
+    worker thread runs at nice 10."""
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0", TORCH_TPU_TIERED_COMPILE="all")
+    proc = subprocess.run([sys.executable, "-c", BACKGROUND_NICE], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    upgrades, nice = proc.stdout.split()[-2:]
+    assert int(upgrades) >= 1 and int(nice) == 10, proc.stdout
