@@ -110,7 +110,7 @@ void CapturedGraph::begin(const std::vector<at::Tensor>& inputs) {
       e.end("capture_init");
     }
   }
-  e.flush("capture_begin");
+  e.flush(engine::FlushCause::kCaptureBegin);
   c.start_values.clear();
   for (const at::Tensor& t : inputs) c.start_values.push_back(state_of(t).value);
   c.previous = e.mode();
@@ -138,7 +138,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
   Capture& c = capture();
   TORCH_CHECK(c.active, "tpu: end of a graph capture that was not begun");
   c.active = false;
-  engine::Program p = e.flush_program("capture_end", /*with_text=*/true);
+  engine::Program p = e.flush_program(engine::FlushCause::kCaptureEnd, /*with_text=*/true);
   e.set_mode(c.previous);
   e.set_donation(true);
   std::vector<engine::ValuePtr> start = std::move(c.start_values);
@@ -222,7 +222,7 @@ std::optional<std::vector<at::Tensor>> CapturedGraph::try_run(
     }
     const engine::ValuePtr& v = state_of(inputs[k]).value;
     TORCH_CHECK(v != nullptr, "tpu: graph input ", k, " has no contents");
-    args.push_back(e.buffer(v, "graph_input"));
+    args.push_back(e.buffer(v, engine::FlushCause::kGraphInput));
   }
   std::vector<engine::ValuePtr> values = e.run(*impl_->exe, args, impl_->device);
 

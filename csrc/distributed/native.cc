@@ -139,7 +139,7 @@ bool NativeGroup::run(const char* op, int rank, std::chrono::milliseconds timeou
   if (call.host_reason.empty()) call.host_reason = unsupported(spec);
   if (call.invalid.empty() && call.host_reason.empty())
     for (const auto& t : brought) call.inputs.push_back(
-        engine::Engine::get().buffer(aten::flat_value(t), "collective"));
+        engine::Engine::get().buffer(aten::flat_value(t), engine::FlushCause::kCollective));
 
   auto mine = meet(op, rank, std::move(call), timeout);
   if (!mine) return false;

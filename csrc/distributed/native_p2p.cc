@@ -149,7 +149,8 @@ std::shared_ptr<NativeGroup::Transfer> describe(bool sends, int rank, int peer, 
   }
   if (t->invalid.empty())
     for (const auto& x : tensors)
-      t->operands.push_back(engine::Engine::get().buffer(aten::flat_value(x), sends ? "send" : "recv"));
+      t->operands.push_back(engine::Engine::get().buffer(
+          aten::flat_value(x), sends ? engine::FlushCause::kSend : engine::FlushCause::kRecv));
   return t;
 }
 

@@ -24,27 +24,10 @@ Config& config() {
 }
 std::atomic<bool> g_initialized{false};
 
-// "input types -> output types | op names" of a recording: what a recompile
-// warning compares.
-std::string program_signature(const hlo::Builder& b, const std::vector<OpSite>& ops) {
-  std::string s;
-  for (const hlo::Value& p : b.parameters()) s += p.type().str() + " ";
-  s += "->";
-  for (const hlo::Value& r : b.results()) s += " " + r.type().str();
-  s += " |";
-  for (const OpSite& op : ops) s += std::string(op.op) + " ";
-  return s;
-}
-
 // Fused Eager flushes a program that grows past this many StableHLO ops.
 constexpr size_t kMaxProgramOps = 20000;
 // ... or past this many recorded ops (each lowers to a few StableHLO ops).
 constexpr size_t kMaxRecordedOps = 4000;
-
-// What compiles_at_ counts by: a call site and the first op of its programs.
-std::string site_key(const std::string& site, const char* first_op) {
-  return site + " " + first_op;
-}
 
 // TORCH_TPU_TIERED_COMPILE (cache.h): unset or "recompiles", "0"/"off",
 // "1"/"all"; checked before the client exists.
@@ -57,34 +40,6 @@ Cache::Tiering tiering_from_env() {
   throw pjrt::Error("TORCH_TPU_TIERED_COMPILE is 'recompiles' (the default), '0' or 'off', or '1' "
                     "or 'all', not '" + name + "'",
                     PJRT_Error_Code_INVALID_ARGUMENT);
-}
-
-// Why a site's new program differs from its last one, from their
-// signatures ("input types -> result types | op names"): the first few
-// types that changed (a varying length shows as one dimension), else that
-// the op sequence changed.
-std::string describe_change(const std::string& previous, const std::string& signature) {
-  auto a = previous.find('|'), b = signature.find('|');
-  if (previous.compare(0, a, signature, 0, b) == 0)
-    return previous.compare(a, std::string::npos, signature, b, std::string::npos) == 0
-               ? "the program changed"
-               : "the recorded op sequence changed";
-  auto words = [](const std::string& s) {
-    std::vector<std::string> out;
-    std::istringstream in(s);
-    for (std::string w; in >> w;) out.push_back(w);
-    return out;
-  };
-  std::vector<std::string> was = words(previous.substr(0, a)), now = words(signature.substr(0, b));
-  if (was.size() != now.size()) return "the number of inputs and results changed";
-  std::string changes;
-  int changed = 0;
-  for (size_t i = 0; i < was.size(); ++i) {
-    if (was[i] == now[i]) continue;
-    if (++changed <= 3) changes += (changes.empty() ? "" : ", ") + was[i] + " became " + now[i];
-  }
-  if (changed > 3) changes += " and " + std::to_string(changed - 3) + " more";
-  return "tensor types changed (" + changes + ")";
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -212,7 +167,7 @@ Recorder* Engine::recorder_of(const DeviceValue& v) {
   return nullptr;
 }
 
-void Engine::flush_recorder(Recorder& r, const char* cause) {
+void Engine::flush_recorder(Recorder& r, FlushCause cause) {
   Recorder* current = std::exchange(r_, &r);
   try {
     flush_current(cause, false);
@@ -223,7 +178,7 @@ void Engine::flush_recorder(Recorder& r, const char* cause) {
   r_ = current;
 }
 
-void Engine::flush_all(const char* cause) {
+void Engine::flush_all(FlushCause cause) {
   r_ = &mine();
   for (auto& r : recorders_)
     if (r.get() != r_ && r->ops > 0) flush_recorder(*r, cause);
@@ -243,7 +198,7 @@ void Engine::drop_orphans() {
     // A failure is kept by the values it leaves without contents (abandon):
     // whoever reads them gets it, not this unrelated thread.
     try {
-      flush_recorder(r, "thread_exit");
+      flush_recorder(r, FlushCause::kThreadExit);
     } catch (const pjrt::Error&) {
     }
     it = recorders_.erase(it);
@@ -256,7 +211,7 @@ void Engine::settle(const DeviceValue& v) {
   if (v.epoch_ == r_->epoch) return;
   Recorder* other = recorder_of(v);
   if (!other) throw pjrt::Error("internal: a pending value outlived its program");
-  flush_recorder(*other, "other_thread");
+  flush_recorder(*other, FlushCause::kOtherThread);
   if (v.error_) throw pjrt::Error(*v.error_);
 }
 
@@ -285,7 +240,7 @@ void Engine::reset_recording() {
 
 void Engine::set_mode(Mode m) {
   auto guard = lock();
-  flush_all("mode_change");
+  flush_all(FlushCause::kModeChange);
   mode_ = m;
 }
 
@@ -295,8 +250,8 @@ void Engine::begin(int device) {
                       std::to_string(device_count()) + " device(s) are available");
   r_ = &mine();
   drop_orphans();
-  if (r_->loop.cut_pending()) flush_current("loop_boundary", false);
-  if (r_->ops > 0 && device != r_->device) flush_current("device_change", false);
+  if (r_->loop.cut_pending()) flush_current(FlushCause::kLoopBoundary, false);
+  if (r_->ops > 0 && device != r_->device) flush_current(FlushCause::kDeviceChange, false);
   r_->device = device;
   // Checks name the op being recorded; graph capture keeps its results as
   // the traced graph's.
@@ -306,7 +261,7 @@ void Engine::begin(int device) {
 
 void Engine::set_checks(bool on) {
   auto guard = lock();
-  flush_all("mode_change");
+  flush_all(FlushCause::kModeChange);
   traces_.clear();  // traces record which programs they ran, checks included
   checks_ = on;
 }
@@ -442,14 +397,14 @@ void Engine::end(const char* op, const std::string* site) {
   // of where the user's code is: it does not end a run of that code.
   if (site != nullptr && site != r_->last_site) {
     r_->last_site = site;
-    ++run_;
+    watcher_.new_run();
   }
   metrics_.count(Hot::kOpsRecorded);
   r_->op_sites.push_back(OpSite{op, site});
   switch (mode_) {
     case Mode::kDeferNever:
     case Mode::kDeferNeverAndLaunchBlocking:
-      flush("op");
+      flush(FlushCause::kOp);
       break;
     case Mode::kDeferAndFuse: {
       // Op names are stable strings (a plan's, or literals): their address
@@ -457,11 +412,11 @@ void Engine::end(const char* op, const std::string* site) {
       LoopDetector::Cut cut = r_->loop.record(reinterpret_cast<uintptr_t>(op));
       if (cut == LoopDetector::Cut::kNow) {
         if (r_->loop.found()) metrics_.count("loops_found");
-        flush_current("loop_boundary", false);
+        flush_current(FlushCause::kLoopBoundary, false);
       } else if (cut == LoopDetector::Cut::kNone &&
                  (r_->builder->num_ops() > kMaxProgramOps || r_->ops > kMaxRecordedOps)) {
         warn_size_cap(site);
-        flush_current("size_cap", false);
+        flush_current(FlushCause::kSizeCap, false);
       }
       break;
     }
@@ -470,20 +425,16 @@ void Engine::end(const char* op, const std::string* site) {
   }
 }
 
-Program Engine::flush_program(const char* cause, bool with_text) {
+Program Engine::flush_program(FlushCause cause, bool with_text) {
   auto guard = lock();
   r_ = &mine();
   return flush_current(cause, with_text);
 }
 
-Program Engine::flush_current(const char* cause, bool with_text) {
+Program Engine::flush_current(FlushCause cause, bool with_text) {
   Program p;
   p.device = r_->device;
-  static constexpr const char* kRequested[] = {"optimizer_step", "host_read", "synchronize",
-                                               "explicit"};
-  bool requested = false;
-  for (const char* c : kRequested) requested |= std::strcmp(cause, c) == 0;
-  r_->loop.flushing(requested);
+  r_->loop.flushing(requested(cause));
   // Outputs: the pending values still alive. Dead intermediates stay internal.
   for (auto& w : r_->produced)
     if (ValuePtr v = w.lock()) p.outputs.push_back(std::move(v));
@@ -495,11 +446,11 @@ Program Engine::flush_current(const char* cause, bool with_text) {
     reset_recording();
     return p;
   }
-  if (std::strcmp(cause, "op") == 0) {
+  if (cause == FlushCause::kOp) {
     metrics_.count(Hot::kFlushOp);
   } else {
-    metrics_.count(std::string("flush_") + cause);
-    ++run_;
+    metrics_.count(metric(cause));
+    watcher_.new_run();
   }
   if (r_->state == Recorder::State::kTrace && with_text) to_builder();
   uint64_t trace_key = 0;
@@ -530,7 +481,7 @@ Program Engine::flush_current(const char* cause, bool with_text) {
     if (r_->op_sites[i].site && !r_->op_sites[i].site->empty())
       site = r_->op_sites[i].site, first_op = r_->op_sites[i].op;
   std::string signature;
-  if (site) signature = program_signature(*r_->builder, r_->op_sites);
+  if (site) signature = RecompileWatcher::signature(*r_->builder, r_->op_sites);
   // Kept for the error message only: formatted if this program fails.
   std::vector<OpSite> sites = std::move(r_->op_sites);
   Mode mode = mode_;
@@ -538,13 +489,20 @@ Program Engine::flush_current(const char* cause, bool with_text) {
 
   if (!p.exe) {
     try {
-      p.exe = cache_->get(key, p.text, !signature.empty() && recompiles(*site, first_op, signature));
+      p.exe = cache_->get(key, p.text, !signature.empty() && watcher_.reshaped(*site, first_op, signature));
     } catch (const pjrt::Error& err) {
       std::string why = std::string(err.what()) + "\n" + describe_ops(sites, mode);
       abandon(p.outputs, priors.of, why);
       pjrt::raise(why, err.code());
     }
-    if (!signature.empty()) note_compile(*site, first_op, signature);
+    if (!signature.empty()) {
+      metrics_.count("compiles_at_known_site");
+      std::string warning = watcher_.note(*site, first_op, signature);
+      if (!warning.empty() && warn_) {
+        metrics_.count("recompile_warnings");
+        warn_(warning);
+      }
+    }
   }
   launch(p, sites, mode, priors.of);
   return p;
@@ -659,7 +617,7 @@ std::string describe_ops(const std::vector<OpSite>& ops, Mode mode) {
 void Engine::clear_cache(bool disk) {
   auto guard = lock();
   cache_->clear(disk);
-  compiles_at_.clear();
+  watcher_.clear();
 }
 
 void Engine::warn_size_cap(const std::string* site) {
@@ -669,41 +627,6 @@ void Engine::warn_size_cap(const std::string* site) {
         ": no repeating op sequence or host read ended the recording, so it held every live "
         "intermediate until now. Read a result or call torch_tpu.sync() where an iteration "
         "ends (warned once per line).");
-}
-
-bool Engine::recompiles(const std::string& site, const char* first_op,
-                        const std::string& signature) const {
-  auto it = compiles_at_.find(site_key(site, first_op));
-  // Programs compiled by one run of a line (a backward() compiling each of
-  // its matmul shapes once) are its own, not recompilations.
-  if (it == compiles_at_.end() || it->second.programs == 0 || it->second.last_run == run_.load())
-    return false;
-  // Signatures are "types | op names": the same ops over other types.
-  const std::string& previous = it->second.signature;
-  auto a = previous.find('|'), b = signature.find('|');
-  return a != std::string::npos && b != std::string::npos &&
-         previous.compare(a, std::string::npos, signature, b, std::string::npos) == 0;
-}
-
-void Engine::note_compile(const std::string& site, const char* first_op,
-                          const std::string& signature) {
-  // Counted per site and first op: the ops of one line (a backward() call
-  // runs dozens) are different programs, not recompilations; and per run of
-  // that code (see run_).
-  SiteCompiles& at = compiles_at_[site_key(site, first_op)];
-  ++at.programs;
-  std::string previous = std::exchange(at.signature, signature);
-  metrics_.count("compiles_at_known_site");
-  uint64_t run = run_.load();
-  if (at.last_run == run) return;
-  at.last_run = run;
-  int count = ++at.runs;
-  if (count < 4 || (count & (count - 1)) != 0 || !warn_) return;  // 4, 8, 16, ...
-  std::string why = describe_change(previous, signature);
-  metrics_.count("recompile_warnings");
-  warn_("torch_tpu: " + site + " has compiled new programs on " + std::to_string(count) +
-        " runs (" + std::to_string(at.programs) + " programs); " + why +
-        ". Stable shapes and dtypes (or Fused Eager / torch.compile) avoid recompiling.");
 }
 
 std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
@@ -800,7 +723,7 @@ void Engine::raise_failure(const std::string& message, int code) {
   pjrt::raise(message + context, code);
 }
 
-pjrt::BufferPtr Engine::buffer(const ValuePtr& v, const char* cause) {
+pjrt::BufferPtr Engine::buffer(const ValuePtr& v, FlushCause cause) {
   auto guard = lock();
   if (v->error_) throw pjrt::Error(*v->error_);
   // Flushed in the recording it is pending in: this thread's or another's.
@@ -835,8 +758,8 @@ ValuePtr Engine::adopt(pjrt::BufferPtr buffer, int device) {
 }
 
 void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
-  ++run_;
-  pjrt::BufferPtr b = buffer(v, "host_read");
+  watcher_.new_run();
+  pjrt::BufferPtr b = buffer(v, FlushCause::kHostRead);
   auto start = std::chrono::steady_clock::now();
   int64_t traced = trace::on() ? trace::now_ns() : 0;
   try {
@@ -853,7 +776,7 @@ void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
 
 std::vector<std::shared_ptr<pjrt::Event>> Engine::mark() {
   auto guard = lock();
-  flush("stream_event");
+  flush(FlushCause::kStreamEvent);
   release_finished();
   std::vector<std::shared_ptr<pjrt::Event>> pending;
   pending.reserve(in_flight_.size());
@@ -862,12 +785,12 @@ std::vector<std::shared_ptr<pjrt::Event>> Engine::mark() {
 }
 
 void Engine::synchronize() {
-  ++run_;
+  watcher_.new_run();
   int64_t traced = trace::on() ? trace::now_ns() : 0;
   std::deque<InFlight> launches;
   {
     auto guard = lock();
-    flush("synchronize");
+    flush(FlushCause::kSynchronize);
     launches.swap(in_flight_);
   }
   for (auto& l : launches) {

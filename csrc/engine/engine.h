@@ -19,7 +19,9 @@
 #include "../pjrt/client.h"
 #include "cache.h"
 #include "deferred.h"
+#include "flush_cause.h"
 #include "metrics.h"
+#include "recompile_watcher.h"
 #include "recorder.h"
 #include "value.h"
 #include "warmup.h"
@@ -125,16 +127,16 @@ class Engine {
   void set_donation(bool on) { donate_ = on; }
 
   // Runs this thread's pending program (if any). `cause` is counted in the
-  // metrics.
-  void flush(const char* cause) { flush_program(cause); }
-  Program flush_program(const char* cause, bool with_text = false);
+  // metrics (flush_cause.h).
+  void flush(FlushCause cause) { flush_program(cause); }
+  Program flush_program(FlushCause cause, bool with_text = false);
   // Launches a compiled program on `args`; returns its outputs, materialized.
   // `ops` (optional) are named if the program fails after its launch.
   std::vector<ValuePtr> run(const pjrt::Executable& exe, const std::vector<pjrt::BufferPtr>& args,
                             int device, const std::vector<OpSite>* ops = nullptr,
                             Mode mode = Mode::kDeferNever);
   // Materializes `v` (flushing if it is pending) and returns its buffer.
-  pjrt::BufferPtr buffer(const ValuePtr& v, const char* cause);
+  pjrt::BufferPtr buffer(const ValuePtr& v, FlushCause cause);
   ValuePtr from_host(const void* data, const hlo::TensorType& type, int device);
   // A materialized value holding `buffer` (a result of a program the engine
   // did not launch: csrc/distributed's collectives).
@@ -187,7 +189,7 @@ class Engine {
   // it is recorded).
   void set_defer_lowering(bool on) {
     auto guard = lock();
-    flush_all("mode_change");
+    flush_all(FlushCause::kModeChange);
     defer_lowering_ = on;
   }
   bool defer_lowering() const { return defer_lowering_; }
@@ -227,14 +229,14 @@ class Engine {
   Recorder* recorder_of(const DeviceValue& v);
   // Flushes `r` (another thread's recording, or an orphan) as if its thread
   // had asked; the caller's recorder stays current.
-  void flush_recorder(Recorder& r, const char* cause);
+  void flush_recorder(Recorder& r, FlushCause cause);
   // Flushes every recording (a mode change) and drops the orphans.
-  void flush_all(const char* cause);
+  void flush_all(FlushCause cause);
   // Flushes and drops the recorders of threads that ended.
   void drop_orphans();
   std::atomic<int> orphans_{0};
   // Flushes the current recorder's program.
-  Program flush_current(const char* cause, bool with_text);
+  Program flush_current(FlushCause cause, bool with_text);
   // Makes `v` usable by the current recording: a value pending in another
   // recording is flushed there; a failed value raises its error.
   void settle(const DeviceValue& v);
@@ -291,32 +293,10 @@ class Engine {
   // Scalars: one device buffer per distinct (dtype, bits, device), reused.
   std::map<std::tuple<int, uint64_t, uint64_t, int>, pjrt::BufferPtr> scalar_buffers_;
 
-  // Compiles per call site and first op: how many programs, on how many
-  // runs of that code, and the last program signature compiled there.
-  struct SiteCompiles {
-    int programs = 0, runs = 0;
-    uint64_t last_run = 0;
-    std::string signature;
-  };
-  std::map<std::string, SiteCompiles> compiles_at_;
-  // Runs of code, for recompilation warnings: a new one starts when an op
-  // comes from another site than the op before it, at a host read or
-  // synchronize, and at each program flushed for another reason than its op
-  // (Fused Eager). The programs one run of a line compiles (a backward()
-  // compiling each of its matmul shapes once) count as one recompilation.
-  std::atomic<uint64_t> run_{1};
+  // Which programs each call site compiles (recompile_watcher.h).
+  RecompileWatcher watcher_;
   std::function<void(const std::string&)> warn_;
   bool donate_ = true;
-
-  // Whether `site` compiled a program starting with `first_op` on an
-  // earlier run of its code with the op sequence of `signature` over other
-  // types: a reshaped recompilation, which cache.h's Tiering::kRecompiles
-  // compiles quickly.
-  bool recompiles(const std::string& site, const char* first_op,
-                  const std::string& signature) const;
-  // Warns when one call site keeps compiling new programs that start with
-  // the same op, naming the change.
-  void note_compile(const std::string& site, const char* first_op, const std::string& signature);
 
   // Launched programs not known to be done, with their input buffers: a
   // buffer whose last reference drops while a program reads it makes

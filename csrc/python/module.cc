@@ -147,13 +147,13 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_get_mode", [] { return static_cast<int>(Engine::get().mode()); });
   m.def("_flush", [](const std::string& cause) {
-    static std::map<std::string, std::string> causes;  // stable c_str per cause
-    auto& c = causes.emplace(cause, cause).first->second;
-    Engine::get().flush(c.c_str());
+    auto c = torch_tpu::engine::flush_cause_named(cause);
+    if (!c) throw py::value_error("unknown flush cause '" + cause + "' (see engine/flush_cause.h)");
+    Engine::get().flush(*c);
   }, py::arg("cause") = "explicit");
   // Flushes this thread's pending program and returns its StableHLO text
   // (empty when nothing was pending): torch.tpu.sync.computation_mlir.
-  m.def("_flush_text", [] { return Engine::get().flush_program("explicit", /*with_text=*/true).text; });
+  m.def("_flush_text", [] { return Engine::get().flush_program(torch_tpu::engine::FlushCause::kExplicit, /*with_text=*/true).text; });
   m.def("_metrics", [] { return Engine::get().metrics().snapshot(); });
   m.def("_metrics_report", [] { return Engine::get().metrics().report(); });
   m.def("_reset_metrics", [] { Engine::get().metrics().reset(); });
