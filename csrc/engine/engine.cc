@@ -126,7 +126,7 @@ Engine::Engine() {
   // Tiered compilation (cache.h) where its options are known: XLA:CPU.
   // By default only reshaped recompilations compile quickly (a program whose
   // site compiled the same op sequence over other shapes: each decode step
-  // of generate(), a loop over lengths; `Engine::recompiles`); a site's
+  // of generate(), a loop over lengths; `RecompileWatcher::reshaped`); a site's
   // first program and programs of a new op sequence compile optimized.
   // TORCH_TPU_TIERED_COMPILE=0 or off: none; =1 or all: every program
   // (quick code ran a small GPT's forward ~3x slower until its upgrade
