@@ -63,6 +63,51 @@ def test_conv_transpose_forward_and_backward(highest_precision, x_shape, w_shape
     check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
 
 
+# Depthwise convolutions (one input channel per group) are a sum over kernel
+# taps on XLA:CPU (lowering/conv.cc, depthwise_as_taps): channel multipliers,
+# strides, dilations, asymmetric padding, 1-D/3-D, transposed, 16-bit.
+DEPTHWISE_CASES = [
+    ((2, 6, 13, 11), (6, 1, 7, 7), dict(padding=3, groups=6)),
+    ((2, 4, 12, 9), (8, 1, 3, 2), dict(stride=(2, 3), padding=(2, 1), dilation=(2, 1), groups=4)),
+    ((3, 5, 17), (5, 1, 4), dict(stride=3, padding=1, groups=5)),
+    ((1, 4, 5, 6, 7), (8, 1, 3, 3, 2), dict(stride=(1, 2, 1), padding=1, groups=4)),
+    ((2, 3, 6, 6), (3, 1, 2, 4), dict(padding="same", groups=3)),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,kwargs", DEPTHWISE_CASES)
+def test_depthwise_conv_forward_and_backward(highest_precision, x_shape, w_shape, kwargs):
+    conv = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(x_shape)]
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(w_shape[0])
+    check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,kwargs", [
+    ((2, 4, 5, 6), (4, 2, 3, 3), dict(stride=2, padding=1, output_padding=1, groups=4)),
+    ((1, 3, 7), (3, 1, 5), dict(stride=3, padding=2, dilation=2, groups=3)),
+])
+def test_depthwise_conv_transpose_forward_and_backward(highest_precision, x_shape, w_shape, kwargs):
+    conv = {3: F.conv_transpose1d, 4: F.conv_transpose2d}[len(x_shape)]
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(w_shape[1] * kwargs["groups"])
+    check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_depthwise_conv_16bit(dtype):
+    x, w, b = (torch.randn(2, 4, 9, 9).to(dtype), torch.randn(8, 1, 3, 3).to(dtype),
+               torch.randn(8).to(dtype))
+    check_grad(lambda x, w, b: F.conv2d(x, w, b, padding=1, stride=2, groups=4), x, w, b,
+               **BF16_TOL)
+
+
+def test_depthwise_conv_default_precision_rounds_operands_to_bf16():
+    x, w = torch.randn(2, 4, 8, 8), torch.randn(4, 1, 3, 3)
+    expected = F.conv2d(x.bfloat16().float(), w.bfloat16().float(), padding=1, groups=4)
+    actual = F.conv2d(x.to("tpu"), w.to("tpu"), padding=1, groups=4)
+    assert_same(actual, expected, atol=1e-5, rtol=1e-5)
+    assert (actual.cpu() - F.conv2d(x, w, padding=1, groups=4)).abs().max() > 1e-4
+
+
 def test_conv_default_precision_rounds_operands_to_bf16():
     x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
     expected = F.conv2d(x.bfloat16().float(), w.bfloat16().float(), padding=1)
