@@ -85,7 +85,52 @@ int64_t option(const std::vector<int64_t>& v, size_t i) { return v.empty() ? 1 :
 // stablehlo.convolution of operands already in their compute type, with a
 // result of `acc` (the operands' dtype when unset).
 Value conv_raw(Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o,
-               std::optional<ElementType> acc = std::nullopt) {
+               std::optional<ElementType> acc = std::nullopt);
+
+// Grouped convolutions with at most this many groups run as one dense
+// convolution per group where the target says so (groups_as_dense_convs).
+constexpr int64_t kMaxSplitGroups = 16;
+
+// Whether grouped convolutions run as one dense convolution per group: on
+// XLA:CPU a grouped stablehlo.convolution becomes a dense one over a
+// block-diagonal kernel (groups times the work) outside its fast
+// convolution kernel; per-group dense convolutions take that kernel with no
+// extra work (benchmarks/conv.py: grouped2d_g4).
+bool groups_as_dense_convs(const hlo::Target& t) { return t.xla_cpu; }
+
+// `v` cut into `parts` equal slices along `dim`.
+Values split(Builder& b, Value v, int64_t dim, int64_t parts) {
+  Values out;
+  int64_t size = v.dim(dim) / parts;
+  for (int64_t g = 0; g < parts; ++g) {
+    std::vector<int64_t> start(v.rank(), 0), limit = v.shape();
+    start[dim] = g * size;
+    limit[dim] = (g + 1) * size;
+    out.push_back(b.slice(v, start, limit));
+  }
+  return out;
+}
+
+// A feature- or batch-grouped convolution as per-group dense ones whose
+// results are concatenated along the output features.
+Value conv_per_group(Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o,
+                     std::optional<ElementType> acc) {
+  bool by_feature = o.feature_group_count > 1;
+  int64_t groups = by_feature ? o.feature_group_count : o.batch_group_count;
+  Values xs = split(c.b, x, by_feature ? d.input_feature : d.input_batch, groups);
+  Values ws = split(c.b, w, d.kernel_output_feature, groups);
+  ConvOptions dense = o;
+  dense.feature_group_count = dense.batch_group_count = 1;
+  Values ys;
+  for (int64_t g = 0; g < groups; ++g) ys.push_back(conv_raw(c, xs[g], ws[g], d, dense, acc));
+  return c.b.concatenate(ys, d.output_feature);
+}
+
+Value conv_raw(Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o,
+               std::optional<ElementType> acc) {
+  int64_t groups = std::max(o.feature_group_count, o.batch_group_count);
+  if (groups > 1 && groups <= kMaxSplitGroups && groups_as_dense_convs(c.target))
+    return conv_per_group(c, x, w, d, o, acc);
   size_t n = d.input_spatial.size();
   std::vector<int64_t> shape(n + 2);
   shape[d.output_batch] = x.dim(d.input_batch) / o.batch_group_count;

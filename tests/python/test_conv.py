@@ -92,6 +92,24 @@ def test_depthwise_conv_transpose_forward_and_backward(highest_precision, x_shap
     check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
 
 
+# Grouped convolutions with up to 16 groups run as one dense convolution per
+# group on XLA:CPU (lowering/conv.cc, groups_as_dense_convs); more groups
+# stay one grouped convolution.
+@pytest.mark.parametrize("conv,x_shape,w_shape,kwargs", [
+    (F.conv2d, (2, 8, 9, 7), (12, 2, 3, 2), dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=4)),
+    (F.conv1d, (2, 6, 11), (9, 2, 3), dict(stride=2, padding=2, groups=3)),
+    (F.conv3d, (1, 4, 4, 5, 3), (6, 2, 2, 3, 1), dict(padding=1, groups=2)),
+    (F.conv2d, (1, 34, 5, 5), (34, 2, 3, 3), dict(padding=1, groups=17)),
+    (F.conv_transpose2d, (2, 6, 5, 4), (6, 3, 3, 3), dict(stride=2, padding=1, output_padding=1,
+                                                          groups=3)),
+])
+def test_grouped_conv_forward_and_backward(highest_precision, conv, x_shape, w_shape, kwargs):
+    transposed = conv is F.conv_transpose2d
+    out = w_shape[1] * kwargs["groups"] if transposed else w_shape[0]
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(out)
+    check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_depthwise_conv_16bit(dtype):
     x, w, b = (torch.randn(2, 4, 9, 9).to(dtype), torch.randn(8, 1, 3, 3).to(dtype),
