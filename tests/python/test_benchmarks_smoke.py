@@ -19,6 +19,7 @@ SCRIPTS = {
     "ddp_scaling": ["rows"],
     "inference": ["runs"],
     "optimizer_step": ["rows"],
+    "conv": ["rows"],
 }
 
 
