@@ -110,6 +110,28 @@ def test_grouped_conv_forward_and_backward(highest_precision, conv, x_shape, w_s
     check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
 
 
+# 3-D convolutions are 2-D ones per depth tap on XLA:CPU (lowering/conv.cc,
+# depth_taps_as_2d); the transposed ones and the input gradient dilate depth.
+@pytest.mark.parametrize("conv,x_shape,w_shape,kwargs", [
+    (F.conv3d, (2, 3, 7, 6, 5), (4, 3, 3, 2, 3), dict(stride=(2, 1, 2), padding=(1, 0, 2),
+                                                      dilation=(2, 1, 1))),
+    (F.conv3d, (1, 2, 5, 4, 4), (3, 2, 3, 3, 3), dict(padding="same")),
+    (F.conv3d, (1, 2, 2, 4, 4), (3, 2, 3, 1, 1), dict()),  # no output depth
+    (F.conv_transpose3d, (1, 4, 3, 4, 3), (4, 2, 3, 2, 2), dict(stride=(2, 1, 2), padding=1,
+                                                                output_padding=(1, 0, 0))),
+])
+def test_conv3d_forward_and_backward(highest_precision, conv, x_shape, w_shape, kwargs):
+    out = w_shape[1] if conv is F.conv_transpose3d else w_shape[0]
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(out)
+    if x_shape[2] < w_shape[2]:  # an error on CPU and on tpu alike
+        with pytest.raises(RuntimeError):
+            conv(x, w, b, **kwargs)
+        with pytest.raises(RuntimeError):
+            conv(x.to("tpu"), w.to("tpu"), b.to("tpu"), **kwargs)
+        return
+    check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_depthwise_conv_16bit(dtype):
     x, w, b = (torch.randn(2, 4, 9, 9).to(dtype), torch.randn(8, 1, 3, 3).to(dtype),
