@@ -48,6 +48,7 @@ if _mode_from_env() is not None:
 _install_loop_boundary_hook()
 
 from . import compiler  # noqa: E402
+from . import _fake_rules  # noqa: E402,F401  (tpu-only fake-tensor rules for torch.compile)
 from .compiler import export_stablehlo  # noqa: E402
 
 compiler.install_default_backend()

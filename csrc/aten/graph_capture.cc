@@ -1,5 +1,7 @@
 #include "graph_capture.h"
 
+#include <map>
+
 #include <ATen/EmptyTensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
@@ -29,8 +31,16 @@ struct OutputTensor {
   int storage = 0;  // index into Impl::output_storages
 };
 
+// An output storage's contents on replay: a result of the program, or, for
+// a value that does not depend on the inputs (a tensor made from host data
+// while the graph ran, e.g. a CPU constant moved to tpu), that same device
+// buffer, held here so that nothing donates it; or an input's contents on
+// entry (a copy the engine did not need to make); or none (never written).
 struct OutputStorage {
   size_t program_output = 0;
+  int input = -1;  // >= 0: the contents graph input `input` had on entry
+  pjrt::BufferPtr constant;
+  bool written = true;
   size_t nbytes = 0;
   hlo::ElementType dtype = hlo::ElementType::kF32;
 };
@@ -38,8 +48,33 @@ struct OutputStorage {
 struct Capture {
   engine::Mode previous = engine::Mode::kDeferNever;
   std::vector<engine::ValuePtr> start_values;  // input storages' values at begin
+  std::map<std::string, double> flushes;       // the engine's flush counts at begin
   bool active = false;
 };
+
+// The engine's flush counters ("flush_<cause>"): a flush between begin and
+// end ran part of the graph before its program (a host read of a device
+// value), so that program alone cannot replay the graph.
+std::map<std::string, double> flush_counts(engine::Engine& e) {
+  std::map<std::string, double> out;
+  for (const auto& [name, n] : e.metrics().snapshot())
+    if (name.rfind("flush_", 0) == 0) out[name.substr(6)] = n;
+  return out;
+}
+
+// "host_read ×2, synchronize" for the flushes since `before`, or "".
+std::string flushes_since(const std::map<std::string, double>& before,
+                          const std::map<std::string, double>& now) {
+  std::string out;
+  for (const auto& [cause, n] : now) {
+    auto it = before.find(cause);
+    int64_t d = static_cast<int64_t>(n - (it == before.end() ? 0 : it->second));
+    if (d <= 0) continue;
+    if (!out.empty()) out += ", ";
+    out += cause + (d > 1 ? " x" + std::to_string(d) : "");
+  }
+  return out;
+}
 
 Capture& capture() {
   static Capture c;
@@ -113,6 +148,7 @@ void CapturedGraph::begin(const std::vector<at::Tensor>& inputs) {
   e.flush(engine::FlushCause::kCaptureBegin);
   c.start_values.clear();
   for (const at::Tensor& t : inputs) c.start_values.push_back(state_of(t).value);
+  c.flushes = flush_counts(e);
   c.previous = e.mode();
   e.set_mode(engine::Mode::kDeferAll);
   e.set_donation(false);  // graph inputs stay alive in the caller's tensors
@@ -138,6 +174,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
   Capture& c = capture();
   TORCH_CHECK(c.active, "tpu: end of a graph capture that was not begun");
   c.active = false;
+  std::string flushed = flushes_since(c.flushes, flush_counts(e));
   engine::Program p = e.flush_program(engine::FlushCause::kCaptureEnd, /*with_text=*/true);
   e.set_mode(c.previous);
   e.set_donation(true);
@@ -152,6 +189,11 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
     *why = reason;
     return std::shared_ptr<CapturedGraph>();
   };
+  if (!flushed.empty())
+    return fail("the graph's ops ran in more than one program: it read device values on the "
+                "host while it ran (flushes: " + flushed + "), e.g. .item(), .tolist(), nonzero "
+                "or a shape that depends on data, so replaying its last program alone would "
+                "reuse the values computed before those reads");
   if (!p.exe) return fail("the graph recorded no device work");
 
   for (const pjrt::BufferPtr& b : p.inputs) {
@@ -162,6 +204,8 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
     impl->constants.push_back(src < 0 ? b : nullptr);
   }
   std::vector<int> storage_of_output(p.outputs.size(), -1);
+  std::vector<const c10::StorageImpl*> constant_storages;
+  std::vector<int> constant_storage_index;
   std::vector<bool> used(p.outputs.size(), false);
   auto find_output = [&](const engine::ValuePtr& v) -> int {
     for (size_t j = 0; j < p.outputs.size(); ++j)
@@ -184,14 +228,39 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
         return fail("an output aliases an input");
     StorageState& st = state_of(t);
     int j = find_output(st.value);
-    if (j < 0) return fail("an output was not computed by the graph");
-    used[j] = true;
-    if (storage_of_output[j] < 0) {
-      storage_of_output[j] = static_cast<int>(impl->output_storages.size());
-      impl->output_storages.push_back({static_cast<size_t>(j), st.nbytes, st.dtype});
+    int storage = -1;
+    if (j >= 0) {
+      used[j] = true;
+      if (storage_of_output[j] < 0) {
+        storage_of_output[j] = static_cast<int>(impl->output_storages.size());
+        impl->output_storages.push_back(
+            {static_cast<size_t>(j), -1, nullptr, true, st.nbytes, st.dtype});
+      }
+      storage = storage_of_output[j];
+    } else if (st.value == nullptr || st.value->materialized()) {
+      // Not computed by the program and, with no flush during the capture,
+      // not from the inputs: host data or a tensor never written. Outputs
+      // sharing such a storage share it on replay too.
+      const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+      auto it = std::find(constant_storages.begin(), constant_storages.end(), s);
+      if (it != constant_storages.end()) {
+        storage = constant_storage_index[it - constant_storages.begin()];
+      } else {
+        storage = static_cast<int>(impl->output_storages.size());
+        constant_storages.push_back(s);
+        constant_storage_index.push_back(storage);
+        int input = -1;
+        for (size_t k = 0; k < start.size() && st.value; ++k)
+          if (start[k] && start[k]->buffer() == st.value->buffer()) input = static_cast<int>(k);
+        impl->output_storages.push_back({0, input,
+                                         st.value && input < 0 ? st.value->buffer() : nullptr,
+                                         st.value != nullptr, st.nbytes, st.dtype});
+      }
+    } else {
+      return fail("an output is pending in another thread's recording");
     }
     impl->outputs.push_back({t.sizes().vec(), t.strides().vec(), t.storage_offset(),
-                             t.scalar_type(), storage_of_output[j]});
+                             t.scalar_type(), storage});
   }
   for (size_t j = 0; j < used.size(); ++j)
     if (!used[j]) return fail("the graph left a value alive outside its outputs");
@@ -232,7 +301,12 @@ std::optional<std::vector<at::Tensor>> CapturedGraph::try_run(
     c10::Storage storage(c10::Storage::use_byte_size_t(), s.nbytes, allocator(),
                          /*resizable=*/true);
     StorageState& st = state_of(storage);
-    st.value = values[s.program_output];
+    if (s.input >= 0)  // its own value on the same buffer: two holders, never donated
+      st.value = e.adopt(e.buffer(state_of(inputs[s.input]).value, "graph_input"), impl_->device);
+    else if (s.constant)
+      st.value = e.adopt(s.constant, impl_->device);
+    else if (s.written)
+      st.value = values[s.program_output];
     st.dtype = s.dtype;
     storages.push_back(std::move(storage));
   }

@@ -74,6 +74,12 @@ ConvDims nc_dims(int64_t spatial) {
   return d;
 }
 
+// Whether `d` is PyTorch's NC* layout in all three operands.
+bool standard_layout(const ConvDims& d) {
+  return d.input_batch == 0 && d.input_feature == 1 && d.kernel_output_feature == 0 &&
+         d.kernel_input_feature == 1 && d.output_batch == 0 && d.output_feature == 1;
+}
+
 Padding symmetric(const std::vector<int64_t>& p) {
   Padding out;
   for (int64_t v : p) out.emplace_back(v, v);
@@ -85,7 +91,125 @@ int64_t option(const std::vector<int64_t>& v, size_t i) { return v.empty() ? 1 :
 // stablehlo.convolution of operands already in their compute type, with a
 // result of `acc` (the operands' dtype when unset).
 Value conv_raw(Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o,
-               std::optional<ElementType> acc = std::nullopt) {
+               std::optional<ElementType> acc = std::nullopt);
+
+// Grouped convolutions with at most this many groups run as one dense
+// convolution per group where the target says so (groups_as_dense_convs).
+constexpr int64_t kMaxSplitGroups = 16;
+
+// Whether grouped convolutions run as one dense convolution per group: on
+// XLA:CPU a grouped stablehlo.convolution becomes a dense one over a
+// block-diagonal kernel (groups times the work) outside its fast
+// convolution kernel; per-group dense convolutions take that kernel with no
+// extra work (benchmarks/conv.py: grouped2d_g4).
+bool groups_as_dense_convs(const hlo::Target& t) { return t.xla_cpu; }
+
+// `v` cut into `parts` equal slices along `dim`.
+Values split(Builder& b, Value v, int64_t dim, int64_t parts) {
+  Values out;
+  int64_t size = v.dim(dim) / parts;
+  for (int64_t g = 0; g < parts; ++g) {
+    std::vector<int64_t> start(v.rank(), 0), limit = v.shape();
+    start[dim] = g * size;
+    limit[dim] = (g + 1) * size;
+    out.push_back(b.slice(v, start, limit));
+  }
+  return out;
+}
+
+// A feature- or batch-grouped convolution as per-group dense ones whose
+// results are concatenated along the output features.
+Value conv_per_group(Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o,
+                     std::optional<ElementType> acc) {
+  bool by_feature = o.feature_group_count > 1;
+  int64_t groups = by_feature ? o.feature_group_count : o.batch_group_count;
+  Values xs = split(c.b, x, by_feature ? d.input_feature : d.input_batch, groups);
+  Values ws = split(c.b, w, d.kernel_output_feature, groups);
+  ConvOptions dense = o;
+  dense.feature_group_count = dense.batch_group_count = 1;
+  Values ys;
+  for (int64_t g = 0; g < groups; ++g) ys.push_back(conv_raw(c, xs[g], ws[g], d, dense, acc));
+  return c.b.concatenate(ys, d.output_feature);
+}
+
+// Whether 3-D convolutions run as 2-D ones, one per depth tap: XLA:CPU's
+// fast convolution kernel takes 1-D and 2-D ones; a 3x3x3 convolution on
+// 2x16x16x16x16 took 26 ms as one 3-D convolution, 4 ms as three 2-D ones
+// (CPU eager: 2.4 ms).
+bool depth_taps_as_2d(const hlo::Target& t) { return t.xla_cpu; }
+
+// The layouts folded: NC* (a forward or input-gradient convolution), and
+// conv_weight_grad's, whose batch is dim 1 and feature dim 0 (x's channels
+// and batch), next to depth, so it folds without a transpose.
+bool depth_foldable(const ConvDims& d) {
+  std::vector<int64_t> spatial = spatial_dims(3);
+  if (d.input_spatial != spatial || d.kernel_spatial != spatial || d.output_spatial != spatial)
+    return false;
+  if (standard_layout(d)) return true;
+  return d.input_batch == 1 && d.input_feature == 0 && d.kernel_input_feature == 0 &&
+         d.kernel_output_feature == 1 && d.output_batch == 1 && d.output_feature == 0;
+}
+
+bool by_depth_taps(const Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o) {
+  if (!depth_taps_as_2d(c.target) || x.rank() != 5 || !depth_foldable(d) ||
+      o.feature_group_count != 1 || o.batch_group_count != 1 || w.dim(2) == 0)
+    return false;
+  for (const auto& [lo, hi] : o.padding)
+    if (lo < 0 || hi < 0) return false;
+  return true;
+}
+
+// y = sum over depth taps t of the 2-D convolution of the input's depth
+// slices at t (folded into the batch) with the kernel's slice t; the batch
+// is dim 0 (moved next to depth) or dim 1 (already next to it).
+Value conv_by_depth_taps(Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o,
+                         std::optional<ElementType> acc) {
+  Builder& b = c.b;
+  int64_t stride = option(o.window_strides, 0), dil = option(o.rhs_dilation, 0);
+  std::vector<int64_t> low(5, 0), high(5, 0), interior(5, 0);
+  if (!o.padding.empty()) low[2] = o.padding[0].first, high[2] = o.padding[0].second;
+  interior[2] = option(o.lhs_dilation, 0) - 1;
+  Value xp = b.pad(x, b.zeros(TensorType{x.dtype(), {}}), low, high, interior);
+  int64_t window = (w.dim(2) - 1) * dil + 1;
+  int64_t depth = xp.dim(2) < window ? 0 : (xp.dim(2) - window) / stride + 1;
+  auto rest = [](const std::vector<int64_t>& v) {
+    return v.empty() ? v : std::vector<int64_t>(v.begin() + 1, v.end());
+  };
+  ConvOptions o2 = o;
+  o2.window_strides = rest(o.window_strides);
+  o2.lhs_dilation = rest(o.lhs_dilation);
+  o2.rhs_dilation = rest(o.rhs_dilation);
+  if (!o.padding.empty()) o2.padding.assign(o.padding.begin() + 1, o.padding.end());
+  ConvDims d2 = d;
+  d2.input_spatial = d2.kernel_spatial = d2.output_spatial = spatial_dims(2);
+  bool batch_first = d.input_batch == 0;
+  Value sum;
+  for (int64_t t = 0; t < w.dim(2); ++t) {
+    std::vector<int64_t> start{0, 0, t * dil, 0, 0}, limit = xp.shape(), strides{1, 1, stride, 1, 1};
+    limit[2] = depth == 0 ? t * dil : t * dil + (depth - 1) * stride + 1;
+    Value s = b.slice(xp, start, limit, strides);
+    if (batch_first) {  // (N, C, D', H, W) -> (N*D', C, H, W)
+      s = b.reshape(b.transpose(s, {0, 2, 1, 3, 4}), {x.dim(0) * depth, x.dim(1), x.dim(3), x.dim(4)});
+    } else {  // (F, B, D', H, W) -> (F, B*D', H, W)
+      s = b.reshape(s, {x.dim(0), x.dim(1) * depth, x.dim(3), x.dim(4)});
+    }
+    std::vector<int64_t> ws{0, 0, t, 0, 0}, wl = w.shape();
+    wl[2] = t + 1;
+    Value k = b.reshape(b.slice(w, ws, wl), {w.dim(0), w.dim(1), w.dim(3), w.dim(4)});
+    Value y = conv_raw(c, s, k, d2, o2, acc);
+    y = batch_first ? b.reshape(y, {x.dim(0), depth, y.dim(1), y.dim(2), y.dim(3)})   // (N, D', O, ..)
+                    : b.reshape(y, {y.dim(0), x.dim(1), depth, y.dim(2), y.dim(3)});  // (O, B, D', ..)
+    sum = t == 0 ? y : b.add(sum, y);
+  }
+  return batch_first ? b.transpose(sum, {0, 2, 1, 3, 4}) : sum;
+}
+
+Value conv_raw(Context& c, Value x, Value w, const ConvDims& d, const ConvOptions& o,
+               std::optional<ElementType> acc) {
+  int64_t groups = std::max(o.feature_group_count, o.batch_group_count);
+  if (groups > 1 && groups <= kMaxSplitGroups && groups_as_dense_convs(c.target))
+    return conv_per_group(c, x, w, d, o, acc);
+  if (by_depth_taps(c, x, w, d, o)) return conv_by_depth_taps(c, x, w, d, o, acc);
   size_t n = d.input_spatial.size();
   std::vector<int64_t> shape(n + 2);
   shape[d.output_batch] = x.dim(d.input_batch) / o.batch_group_count;
@@ -101,6 +225,76 @@ Value conv_raw(Context& c, Value x, Value w, const ConvDims& d, const ConvOption
   return c.b.convolution(x, w, TensorType{acc.value_or(x.dtype()), shape}, d, o);
 }
 
+// Whether a depthwise convolution (one input channel per group) is lowered
+// as a sum over its kernel taps. XLA:CPU runs a grouped stablehlo.convolution
+// as a dense one over a block-diagonal kernel (groups times the work, none of
+// it in its fast convolution kernel): a 7x7 depthwise convolution on
+// 2x16x56x56 took 57 ms against CPU eager's 0.7 ms. A tap sum is one fused
+// elementwise loop (benchmarks/conv.py). Other plugins have depthwise kernels.
+bool depthwise_as_taps(const hlo::Target& t) { return t.xla_cpu; }
+
+// Kernels with more taps than this stay convolutions (a loop of that many
+// slices is no longer one cheap fusion).
+constexpr int64_t kMaxTaps = 128;
+
+bool is_depthwise(Value x, Value w, const ConvDims& d, const ConvOptions& o) {
+  if (!standard_layout(d) || o.batch_group_count != 1 || o.feature_group_count < 2 ||
+      o.feature_group_count != x.dim(1) || w.dim(1) != 1)
+    return false;
+  int64_t taps = 1;
+  for (int64_t i = 2; i < w.rank(); ++i) taps *= w.dim(i);
+  return taps > 0 && taps <= kMaxTaps;
+}
+
+// y[n, c*m + j, p] = sum over taps t of x'[n, c, p*stride + t*dilation]
+// * w[c*m + j, 0, t], x' being x dilated and padded as the options say; the
+// operands already in their compute type (products exact in `acc`).
+Value depthwise_taps(Context& c, Value x, Value w, const ConvOptions& o, ElementType acc) {
+  Builder& b = c.b;
+  size_t n = x.rank() - 2;
+  int64_t channels = x.dim(1), out_channels = w.dim(0), mult = out_channels / channels;
+  x = b.convert(x, acc);
+  w = b.convert(w, acc);
+  std::vector<int64_t> low(n + 2, 0), high(n + 2, 0), interior(n + 2, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (!o.padding.empty()) low[i + 2] = o.padding[i].first, high[i + 2] = o.padding[i].second;
+    interior[i + 2] = option(o.lhs_dilation, i) - 1;
+  }
+  Value padded = b.pad(x, b.zeros(TensorType{acc, {}}), low, high, interior);
+  std::vector<int64_t> out{x.dim(0), out_channels};
+  for (size_t i = 0; i < n; ++i) {
+    int64_t window = (w.dim(i + 2) - 1) * option(o.rhs_dilation, i) + 1;
+    int64_t span = padded.dim(i + 2);
+    out.push_back(span < window ? 0 : (span - window) / option(o.window_strides, i) + 1);
+  }
+  std::vector<int64_t> k = tail(w.shape(), 2), strides(n + 2, 1);
+  for (size_t i = 0; i < n; ++i) strides[i + 2] = option(o.window_strides, i);
+  int64_t taps = 1;
+  for (int64_t e : k) taps *= e;
+  Value sum;
+  for (int64_t tap = 0; tap < taps; ++tap) {
+    std::vector<int64_t> start(n + 2, 0), limit = padded.shape(), wstart(n + 2, 0), wlimit = w.shape();
+    limit[1] = channels;
+    for (int64_t i = static_cast<int64_t>(n) - 1, t = tap; i >= 0; t /= k[i], --i) {
+      int64_t at = (t % k[i]) * option(o.rhs_dilation, i);
+      start[i + 2] = at;
+      limit[i + 2] = out[i + 2] == 0 ? at : at + (out[i + 2] - 1) * strides[i + 2] + 1;
+      wstart[i + 2] = t % k[i];
+      wlimit[i + 2] = t % k[i] + 1;
+    }
+    Value xs = b.slice(padded, start, limit, strides);  // (N, C, *out)
+    if (mult > 1) {  // output channel c*m + j reads input channel c
+      std::vector<int64_t> wide{out[0], channels, mult}, dims{0, 1};
+      for (size_t i = 0; i < n; ++i) wide.push_back(out[i + 2]), dims.push_back(i + 3);
+      xs = b.reshape(b.broadcast_in_dim(xs, wide, dims), out);
+    }
+    Value tap_w = b.reshape(b.slice(w, wstart, wlimit), {out_channels});
+    Value term = b.mul(xs, b.broadcast_in_dim(tap_w, out, {1}));
+    sum = tap == 0 ? term : b.add(sum, term);
+  }
+  return sum;
+}
+
 // stablehlo.convolution at the context's matmul precision (the bf16 split
 // schemes of precision.h). 16-bit operands are convolved as they are into an
 // f32 result, as precise_dot does: their products are exact in f32, so the
@@ -108,6 +302,11 @@ Value conv_raw(Context& c, Value x, Value w, const ConvDims& d, const ConvOption
 // through an f32 split instead would round f16 operands to bf16 at DEFAULT.
 Value conv(Context& c, Value lhs, Value rhs, const ConvDims& d, const ConvOptions& o) {
   ElementType t = accumulation_type(lhs.dtype());
+  if (depthwise_as_taps(c.target) && is_depthwise(lhs, rhs, d, o)) {
+    if (t != lhs.dtype()) return depthwise_taps(c, lhs, rhs, o, t);
+    return precise(c.b, c.precision, lhs, rhs,
+                   [&](Value a, Value k) { return depthwise_taps(c, a, k, o, a.dtype()); });
+  }
   if (t != lhs.dtype()) return conv_raw(c, lhs, rhs, d, o, t);
   return precise(c.b, c.precision, lhs, rhs, [&](Value a, Value k) { return conv_raw(c, a, k, d, o); });
 }
@@ -211,6 +410,55 @@ Value conv_weight_grad(Context& c, Value x, Value gy, const std::vector<int64_t>
   return crop(c.b, conv(c, x, gy, d, o), w_shape);
 }
 
+// conv_weight_grad of a depthwise forward convolution, tap by tap (see
+// depthwise_as_taps): dw[c*m + j, 0, t] = sum over n, p of
+// x'[n, c, p*stride + t*dilation] * gy[n, c*m + j, p], x' being x padded.
+Value depthwise_weight_grad_taps(Context& c, Value x, Value gy,
+                                 const std::vector<int64_t>& w_shape, const ConvParams& p) {
+  Builder& b = c.b;
+  size_t n = x.rank() - 2;
+  int64_t channels = x.dim(1), out_channels = w_shape[0], mult = out_channels / channels;
+  std::vector<int64_t> k = tail(w_shape, 2), low(n + 2, 0), strides(n + 2, 1), reduce{0};
+  for (size_t i = 0; i < n; ++i) {
+    low[i + 2] = p.padding[i];
+    strides[i + 2] = p.stride[i];
+    reduce.push_back(static_cast<int64_t>(i) + 2);
+  }
+  int64_t taps = 1;
+  for (int64_t e : k) taps *= e;
+  auto grad = [&](Value xa, Value ga) {
+    Value padded = b.pad(xa, b.zeros(TensorType{xa.dtype(), {}}), low, low);
+    Values columns;
+    for (int64_t tap = 0; tap < taps; ++tap) {
+      std::vector<int64_t> start(n + 2, 0), limit = padded.shape();
+      for (int64_t i = static_cast<int64_t>(n) - 1, t = tap; i >= 0; t /= k[i], --i) {
+        int64_t at = (t % k[i]) * p.dilation[i], m = ga.dim(i + 2);
+        start[i + 2] = at;
+        limit[i + 2] = m == 0 ? at : at + (m - 1) * p.stride[i] + 1;
+      }
+      Value xs = b.slice(padded, start, limit, strides);  // (N, C, *gy spatial)
+      if (mult > 1) {
+        std::vector<int64_t> wide{ga.dim(0), channels, mult}, dims{0, 1};
+        for (size_t i = 0; i < n; ++i) wide.push_back(ga.dim(i + 2)), dims.push_back(i + 3);
+        xs = b.reshape(b.broadcast_in_dim(xs, wide, dims), ga.shape());
+      }
+      columns.push_back(b.reshape(reduce_sum(b, b.mul(xs, ga), reduce), {out_channels, 1}));
+    }
+    return b.reshape(taps == 1 ? columns[0] : b.concatenate(columns, 1), w_shape);
+  };
+  ElementType t = accumulation_type(x.dtype());
+  if (t != x.dtype()) return grad(b.convert(x, t), b.convert(gy, t));
+  return precise(b, c.precision, x, gy, grad);
+}
+
+bool depthwise_weight_grad(const Context& c, Value x, const std::vector<int64_t>& w_shape,
+                           const ConvParams& p) {
+  int64_t taps = 1;
+  for (size_t i = 2; i < w_shape.size(); ++i) taps *= w_shape[i];
+  return depthwise_as_taps(c.target) && !p.transposed && p.groups > 1 &&
+         p.groups == x.dim(1) && w_shape[1] == 1 && taps > 0 && taps <= kMaxTaps;
+}
+
 Value add_bias(Builder& b, Value y, Value bias) {
   return b.add(y, b.broadcast_in_dim(b.convert(bias, y.dtype()), y.shape(), {1}));
 }
@@ -258,7 +506,9 @@ Values convolution_backward(Context& c, const Args& a) {
                             : conv_transposed(c, gy, w, back);
   }
   if (mask[1])
-    grads[1] = p.transposed ? conv_weight_grad(c, gy, x, w.shape(), p)
+    grads[1] = depthwise_weight_grad(c, x, w.shape(), p)
+                   ? depthwise_weight_grad_taps(c, x, gy, w.shape(), p)
+               : p.transposed ? conv_weight_grad(c, gy, x, w.shape(), p)
                             : conv_weight_grad(c, x, gy, w.shape(), p);
   if (mask[2]) grads[2] = bias_grad(c.b, gy);
   for (size_t i = 0; i < 3; ++i)

@@ -20,6 +20,7 @@ SCRIPTS = {
     "inference": ["runs"],
     "optimizer_step": ["rows"],
     "profiler_overhead": ["rows"],
+    "conv": ["rows"],
 }
 
 

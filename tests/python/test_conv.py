@@ -63,6 +63,91 @@ def test_conv_transpose_forward_and_backward(highest_precision, x_shape, w_shape
     check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
 
 
+# Depthwise convolutions (one input channel per group) are a sum over kernel
+# taps on XLA:CPU (lowering/conv.cc, depthwise_as_taps): channel multipliers,
+# strides, dilations, asymmetric padding, 1-D/3-D, transposed, 16-bit.
+DEPTHWISE_CASES = [
+    ((2, 6, 13, 11), (6, 1, 7, 7), dict(padding=3, groups=6)),
+    ((2, 4, 12, 9), (8, 1, 3, 2), dict(stride=(2, 3), padding=(2, 1), dilation=(2, 1), groups=4)),
+    ((3, 5, 17), (5, 1, 4), dict(stride=3, padding=1, groups=5)),
+    ((1, 4, 5, 6, 7), (8, 1, 3, 3, 2), dict(stride=(1, 2, 1), padding=1, groups=4)),
+    ((2, 3, 6, 6), (3, 1, 2, 4), dict(padding="same", groups=3)),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,kwargs", DEPTHWISE_CASES)
+def test_depthwise_conv_forward_and_backward(highest_precision, x_shape, w_shape, kwargs):
+    conv = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(x_shape)]
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(w_shape[0])
+    check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,kwargs", [
+    ((2, 4, 5, 6), (4, 2, 3, 3), dict(stride=2, padding=1, output_padding=1, groups=4)),
+    ((1, 3, 7), (3, 1, 5), dict(stride=3, padding=2, dilation=2, groups=3)),
+])
+def test_depthwise_conv_transpose_forward_and_backward(highest_precision, x_shape, w_shape, kwargs):
+    conv = {3: F.conv_transpose1d, 4: F.conv_transpose2d}[len(x_shape)]
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(w_shape[1] * kwargs["groups"])
+    check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
+
+
+# Grouped convolutions with up to 16 groups run as one dense convolution per
+# group on XLA:CPU (lowering/conv.cc, groups_as_dense_convs); more groups
+# stay one grouped convolution.
+@pytest.mark.parametrize("conv,x_shape,w_shape,kwargs", [
+    (F.conv2d, (2, 8, 9, 7), (12, 2, 3, 2), dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=4)),
+    (F.conv1d, (2, 6, 11), (9, 2, 3), dict(stride=2, padding=2, groups=3)),
+    (F.conv3d, (1, 4, 4, 5, 3), (6, 2, 2, 3, 1), dict(padding=1, groups=2)),
+    (F.conv2d, (1, 34, 5, 5), (34, 2, 3, 3), dict(padding=1, groups=17)),
+    (F.conv_transpose2d, (2, 6, 5, 4), (6, 3, 3, 3), dict(stride=2, padding=1, output_padding=1,
+                                                          groups=3)),
+])
+def test_grouped_conv_forward_and_backward(highest_precision, conv, x_shape, w_shape, kwargs):
+    transposed = conv is F.conv_transpose2d
+    out = w_shape[1] * kwargs["groups"] if transposed else w_shape[0]
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(out)
+    check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
+
+
+# 3-D convolutions are 2-D ones per depth tap on XLA:CPU (lowering/conv.cc,
+# depth_taps_as_2d); the transposed ones and the input gradient dilate depth.
+@pytest.mark.parametrize("conv,x_shape,w_shape,kwargs", [
+    (F.conv3d, (2, 3, 7, 6, 5), (4, 3, 3, 2, 3), dict(stride=(2, 1, 2), padding=(1, 0, 2),
+                                                      dilation=(2, 1, 1))),
+    (F.conv3d, (1, 2, 5, 4, 4), (3, 2, 3, 3, 3), dict(padding="same")),
+    (F.conv3d, (1, 2, 2, 4, 4), (3, 2, 3, 1, 1), dict()),  # no output depth
+    (F.conv_transpose3d, (1, 4, 3, 4, 3), (4, 2, 3, 2, 2), dict(stride=(2, 1, 2), padding=1,
+                                                                output_padding=(1, 0, 0))),
+])
+def test_conv3d_forward_and_backward(highest_precision, conv, x_shape, w_shape, kwargs):
+    out = w_shape[1] if conv is F.conv_transpose3d else w_shape[0]
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(out)
+    if x_shape[2] < w_shape[2]:  # an error on CPU and on tpu alike
+        with pytest.raises(RuntimeError):
+            conv(x, w, b, **kwargs)
+        with pytest.raises(RuntimeError):
+            conv(x.to("tpu"), w.to("tpu"), b.to("tpu"), **kwargs)
+        return
+    check_grad(lambda x, w, b: conv(x, w, b, **kwargs), x, w, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_depthwise_conv_16bit(dtype):
+    x, w, b = (torch.randn(2, 4, 9, 9).to(dtype), torch.randn(8, 1, 3, 3).to(dtype),
+               torch.randn(8).to(dtype))
+    check_grad(lambda x, w, b: F.conv2d(x, w, b, padding=1, stride=2, groups=4), x, w, b,
+               **BF16_TOL)
+
+
+def test_depthwise_conv_default_precision_rounds_operands_to_bf16():
+    x, w = torch.randn(2, 4, 8, 8), torch.randn(4, 1, 3, 3)
+    expected = F.conv2d(x.bfloat16().float(), w.bfloat16().float(), padding=1, groups=4)
+    actual = F.conv2d(x.to("tpu"), w.to("tpu"), padding=1, groups=4)
+    assert_same(actual, expected, atol=1e-5, rtol=1e-5)
+    assert (actual.cpu() - F.conv2d(x, w, padding=1, groups=4)).abs().max() > 1e-4
+
+
 def test_conv_default_precision_rounds_operands_to_bf16():
     x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
     expected = F.conv2d(x.bfloat16().float(), w.bfloat16().float(), padding=1)

@@ -52,7 +52,21 @@ def state():
                               .float().flatten().tolist(),
         "cpu_mm": (a @ a).flatten().tolist(),
         "cpu_histogram": torch.histogram(a.flatten(), bins=torch.linspace(-3, 3, 7)).hist.tolist(),
+        # PyTorch's fake rule for _grouped_mm (bf16 only) still decides off tpu.
+        "fake_grouped_mm": fake_grouped_mm(torch.float32),
+        "fake_grouped_mm_bf16": fake_grouped_mm(torch.bfloat16),
     }
+
+def fake_grouped_mm(dtype):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    mode = FakeTensorMode()
+    a, b = mode.from_tensor(torch.empty(8, 8, dtype=dtype)), mode.from_tensor(torch.empty(3, 8, 8, dtype=dtype))
+    offs = mode.from_tensor(torch.tensor([2, 5, 8], dtype=torch.int32))
+    try:
+        with mode:
+            return ["ok", list(torch._grouped_mm(a, b, offs).shape)]
+    except Exception as e:
+        return ["raised", type(e).__name__, str(e).splitlines()[0]]
 
 before = state()
 import torch_tpu
@@ -81,6 +95,8 @@ def test_import_changes_no_cpu_result_meta_kernel_or_autograd_switch():
     # PyTorch has no meta kernel for some of these: the test can see one appear.
     assert not all(r["before"]["meta_kernels"].values())
     assert r["before"] == r["after"]
+    assert r["after"]["fake_grouped_mm"][0] == "raised" and "BF16" in r["after"]["fake_grouped_mm"][2]
+    assert r["after"]["fake_grouped_mm_bf16"] == ["ok", [8, 8]]
     assert r["after"]["multithreading"]
     assert not r["tpu_thread"]
     assert r["other_thread"]

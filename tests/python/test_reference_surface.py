@@ -296,6 +296,50 @@ def test_grouped_mm(case, highest_precision):
     assert_same(bt.grad, b_ref.grad, atol=1e-5, rtol=1e-5)
 
 
+GROUPED_SHAPES = {"2d3d": ((8, 8), (3, 8, 8)), "3d2d": ((3, 8, 8), (8, 8)),
+                  "2d2d": ((8, 8), (8, 8)), "3d3d": ((3, 8, 8), (3, 8, 8))}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", sorted(GROUPED_SHAPES))
+def test_grouped_mm_compiled_every_dtype(case, dtype, highest_precision):
+    # PyTorch's fake rule takes bf16 only; the tpu rule (torch_tpu/_fake_rules.py)
+    # takes what the kernel takes, so the graph traces and runs as one program.
+    torch._dynamo.reset()
+    sa, sb = GROUPED_SHAPES[case]
+    a, b = torch.randn(sa).to(dtype), torch.randn(sb).to(dtype)
+    offs = None if case == "3d3d" else torch.tensor([2, 5, 8], dtype=torch.int32)
+
+    def f(a, b, offs):
+        return (torch._grouped_mm(a, b, offs) * 2).float().square().sum()
+
+    a_ref, b_ref = a.clone().requires_grad_(), b.clone().requires_grad_()
+    expected = f(a_ref, b_ref, offs)
+    expected.backward()
+    at, bt = a.to("tpu").requires_grad_(), b.to("tpu").requires_grad_()
+    before = torch_tpu.compiler.compile_metrics()
+    out = torch.compile(f, backend="tpu")(at, bt, None if offs is None else offs.to("tpu"))
+    out.backward()
+    after = torch_tpu.compiler.compile_metrics()
+    assert after.get("captures", 0) - before.get("captures", 0) == 2  # forward, backward
+    assert after.get("eager_calls", 0) == before.get("eager_calls", 0)
+    tol = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 2e-3}[dtype]
+    assert_same(out, expected.detach(), atol=tol, rtol=tol)
+    assert_same(at.grad, a_ref.grad, atol=tol * 10, rtol=tol)
+    assert_same(bt.grad, b_ref.grad, atol=tol * 10, rtol=tol)
+
+
+def test_grouped_mm_compiled_bad_input_raises_as_eager():
+    torch._dynamo.reset()
+    a, b = torch.randn(8, 8, device="tpu"), torch.randn(3, 8, 8, device="tpu")
+    offs = torch.tensor([2, 5, 8], device="tpu")  # int64: PyTorch asks for int32
+    f = torch.compile(lambda a, b, o: torch._grouped_mm(a, b, o), backend="tpu")
+    with pytest.raises(Exception, match="Offsets have to be int32"):
+        f(a, b, offs)
+    with pytest.raises(RuntimeError, match="Offsets have to be int32"):
+        torch._grouped_mm(a, b, offs)
+
+
 # ---- torch.tpu.optimizers --------------------------------------------------------
 
 def _model():
