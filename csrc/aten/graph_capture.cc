@@ -302,7 +302,7 @@ std::optional<std::vector<at::Tensor>> CapturedGraph::try_run(
                          /*resizable=*/true);
     StorageState& st = state_of(storage);
     if (s.input >= 0)  // its own value on the same buffer: two holders, never donated
-      st.value = e.adopt(e.buffer(state_of(inputs[s.input]).value, "graph_input"), impl_->device);
+      st.value = e.adopt(e.buffer(state_of(inputs[s.input]).value, engine::FlushCause::kGraphInput), impl_->device);
     else if (s.constant)
       st.value = e.adopt(s.constant, impl_->device);
     else if (s.written)
