@@ -180,7 +180,11 @@ ExecutablePtr Client::compile(const std::string& mlir, bool quick,
   // parses as the later one, so they win over ours.
   std::string with_overrides;
   if (!overrides.empty()) with_overrides = (quick ? fast : optimized) + overrides.encode();
-  const std::string& options = !overrides.empty() ? with_overrides : quick ? fast : optimized;
+  return compile_with_options(mlir, !overrides.empty() ? with_overrides : quick ? fast : optimized);
+}
+
+ExecutablePtr Client::compile_with_options(const std::string& mlir,
+                                           const std::string& options) const {
   static const char kFormat[] = "mlir";
   auto program = PJRT_STRUCT(PJRT_Program);
   program.code = const_cast<char*>(mlir.data());

@@ -54,6 +54,9 @@ class Client {
   // pjrt::Error naming the option).
   ExecutablePtr compile(const std::string& mlir, bool quick = false,
                         const CompileOverrides& overrides = {}) const;
+  // Compiles MLIR text under serialized `options` (an xla.CompileOptionsProto:
+  // compile_options.h), e.g. for several replicas (collective.h).
+  ExecutablePtr compile_with_options(const std::string& mlir, const std::string& options) const;
   ExecutablePtr deserialize(const std::string& bytes) const;
 
  private:

@@ -44,21 +44,7 @@ ExecutablePtr compile_replicated(const Client& client, const std::string& mlir,
       throw Error("compile_replicated: device " + std::to_string(d) + " named twice");
     ids.push_back(client.device_info(d).id);
   }
-  const std::string options = replicated_compile_options(ids);
-  const PJRT_Api* api = client.plugin()->api();
-  static const char kFormat[] = "mlir";
-  auto program = PJRT_STRUCT(PJRT_Program);
-  program.code = const_cast<char*>(mlir.data());
-  program.code_size = mlir.size();
-  program.format = kFormat;
-  program.format_size = sizeof(kFormat) - 1;
-  auto a = PJRT_ARGS(PJRT_Client_Compile);
-  a.client = client.get();
-  a.program = &program;
-  a.compile_options = options.data();
-  a.compile_options_size = options.size();
-  PJRT_CALL(api, PJRT_Client_Compile, a);
-  return std::make_shared<Executable>(api, a.executable);
+  return client.compile_with_options(mlir, replicated_compile_options(ids));
 }
 
 ReplicatedResult execute_replicated(const Executable& exe,
