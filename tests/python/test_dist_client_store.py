@@ -106,7 +106,7 @@ def test_sharing_after_the_client_exists_raises():
 
 # Each rank: init_process_group before any tpu use, then a collective.
 RANK = textwrap.dedent("""
-    import sys, torch, torch.distributed as dist
+    import os, sys, torch, torch.distributed as dist
     import torch_tpu
     rank, init = int(sys.argv[1]), sys.argv[2]
     dist.init_process_group("tpu_dist", init_method="file://" + init, rank=rank, world_size=2)
@@ -114,7 +114,8 @@ RANK = textwrap.dedent("""
     dist.all_reduce(x)
     assert x.cpu().tolist() == [3.0, 3.0, 3.0], x
     dist.destroy_process_group()
-    print("clients with a key-value store:", torch_tpu._C._pjrt_clients_with_kv_store())
+    # One write per rank: two ranks' print() calls interleave on the shared pipe.
+    os.write(1, f"clients with a key-value store: {torch_tpu._C._pjrt_clients_with_kv_store()}\\n".encode())
 """)
 
 
@@ -139,7 +140,7 @@ def test_first_group_hands_its_store_to_the_client(tmp_path, forced):
 # Under torchrun: a tpu tensor before init_process_group (the client is made
 # first), and the client still has the agent's store, taken at import.
 TORCHRUN = textwrap.dedent("""
-    import torch, torch.distributed as dist
+    import os, torch, torch.distributed as dist
     import torch_tpu
     x = torch.full((3,), float(dist.get_rank() if dist.is_initialized() else 0) + 1, device="tpu")
     dist.init_process_group("tpu_dist")
@@ -147,7 +148,8 @@ TORCHRUN = textwrap.dedent("""
     dist.all_reduce(y)
     assert y.cpu().tolist() == [3.0, 3.0, 3.0], y
     dist.destroy_process_group()
-    print("clients with a key-value store:", torch_tpu._C._pjrt_clients_with_kv_store())
+    # One write per rank: two ranks' print() calls interleave on the shared pipe.
+    os.write(1, f"clients with a key-value store: {torch_tpu._C._pjrt_clients_with_kv_store()}\\n".encode())
 """)
 
 
