@@ -249,6 +249,7 @@ from .compiler_options import get_allow_excess_precision, set_allow_excess_preci
 from .streams import (  # noqa: E402,F401
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
 )
+from .transfers import TransferFuture, batch_to_device, batch_to_host  # noqa: E402,F401
 
 
 class _DeviceModule(types.ModuleType):

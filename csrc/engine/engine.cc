@@ -732,46 +732,11 @@ pjrt::BufferPtr Engine::buffer(const ValuePtr& v, FlushCause cause) {
   return v->buffer_;
 }
 
-ValuePtr Engine::from_host(const void* data, const hlo::TensorType& type, int device) {
-  auto guard = lock();
-  auto v = std::make_shared<DeviceValue>(type, device);
-  int64_t traced = trace::on() ? trace::now_ns() : 0;
-  try {
-    v->buffer_ = client_->buffer_from_host(data, buffer_type(type.dtype), type.shape, device);
-  } catch (const pjrt::Error& err) {
-    pjrt::raise(std::string(err.what()) + "\n  (copying " +
-                    std::to_string(type.numel() * element_size(type.dtype)) + " bytes to tpu:" +
-                    std::to_string(device) + ")",
-                err.code());
-  }
-  metrics_.count("transfers_to_device");
-  metrics_.count("bytes_to_device", static_cast<int64_t>(type.numel() * element_size(type.dtype)));
-  if (traced) trace::transfer(trace::Kind::kToDevice, device, type.numel() * element_size(type.dtype), traced);
-  return v;
-}
-
 ValuePtr Engine::adopt(pjrt::BufferPtr buffer, int device) {
   auto v = std::make_shared<DeviceValue>(
       hlo::TensorType{element_type_of(buffer->element_type()), buffer->dims()}, device);
   v->buffer_ = std::move(buffer);
   return v;
-}
-
-void Engine::to_host(const ValuePtr& v, void* dst, size_t bytes) {
-  watcher_.new_run();
-  pjrt::BufferPtr b = buffer(v, FlushCause::kHostRead);
-  auto start = std::chrono::steady_clock::now();
-  int64_t traced = trace::on() ? trace::now_ns() : 0;
-  try {
-    b->to_host(dst, bytes);  // waits for the producer; raises its error, if any
-  } catch (const pjrt::Error& err) {
-    raise_failure(err.what(), err.code());
-  }
-  metrics_.count("transfers_to_host");
-  metrics_.count("bytes_to_host", static_cast<int64_t>(bytes));
-  metrics_.time("transfer_to_host", seconds_since(start));
-  if (traced) trace::transfer(trace::Kind::kToHost, v->device_, static_cast<int64_t>(bytes), traced);
-  verify_checks();
 }
 
 std::vector<std::shared_ptr<pjrt::Event>> Engine::mark() {

@@ -23,6 +23,7 @@
 #include "metrics.h"
 #include "recompile_watcher.h"
 #include "recorder.h"
+#include "transfers.h"
 #include "value.h"
 #include "warmup.h"
 
@@ -137,11 +138,24 @@ class Engine {
                             Mode mode = Mode::kDeferNever);
   // Materializes `v` (flushing if it is pending) and returns its buffer.
   pjrt::BufferPtr buffer(const ValuePtr& v, FlushCause cause);
+  // Host transfers (transfers.cc). One array, waiting for the copy:
   ValuePtr from_host(const void* data, const hlo::TensorType& type, int device);
+  void to_host(const ValuePtr& v, void* dst, size_t bytes);
+  // Many arrays: every upload is issued before any is awaited; `values`
+  // receives their device values, usable at once (programs reading them
+  // wait for the copies). A plugin error raises once nothing of the batch is
+  // left in flight.
+  Transfers upload(const std::vector<HostArray>& arrays, std::vector<ValuePtr>* values);
+  // Flushes the recordings the values are pending in (one program each),
+  // then issues every copy before awaiting any.
+  Transfers download(const std::vector<ValuePtr>& values, const std::vector<HostSpan>& dsts);
+  // Waits for every copy of `t` (all of them, even after one failed), then
+  // raises the first error: a failed upload, a failed program as to_host
+  // does, a device-side check (downloads).
+  void await(Transfers& t);
   // A materialized value holding `buffer` (a result of a program the engine
   // did not launch: csrc/distributed's collectives).
   ValuePtr adopt(pjrt::BufferPtr buffer, int device);
-  void to_host(const ValuePtr& v, void* dst, size_t bytes);
   // Flushes and waits until every launched program finished.
   void synchronize();
   // What a stream event captures: this thread's recording is flushed and

@@ -46,12 +46,17 @@ void Buffer::await_ready() const {
 }
 
 void Buffer::to_host(void* dst, size_t size) const {
+  if (auto done = to_host_async(dst, size)) done->await();
+}
+
+std::shared_ptr<Event> Buffer::to_host_async(void* dst, size_t size) const {
   auto a = PJRT_ARGS(PJRT_Buffer_ToHostBuffer);
   a.src = buffer_;
   a.dst = dst;
   a.dst_size = size;
   PJRT_CALL(api_, PJRT_Buffer_ToHostBuffer, a);
-  if (a.event != nullptr) Event(api_, a.event).await();
+  if (a.event == nullptr) return nullptr;
+  return std::make_shared<Event>(api_, a.event);
 }
 
 size_t element_size(PJRT_Buffer_Type type) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api.h"
+#include "event.h"
 
 namespace torch_tpu::pjrt {
 
@@ -28,6 +29,10 @@ class Buffer {
   // Copies the whole buffer, dense row-major, into `dst` (`size` bytes).
   // Blocks until the copy is done.
   void to_host(void* dst, size_t size) const;
+  // The same without waiting: the copy (after the buffer's producer) is
+  // done when the returned event fires (null: done already); `dst` must stay
+  // alive until then.
+  std::shared_ptr<Event> to_host_async(void* dst, size_t size) const;
 
  private:
   const PJRT_Api* api_;  // the plugin's table, alive for the process

@@ -131,18 +131,37 @@ int64_t Client::memory_limit(int index) const {
 BufferPtr Client::buffer_from_host(const void* data, PJRT_Buffer_Type type,
                                    const std::vector<int64_t>& dims,
                                    int index) const {
+  // Only during the call: XLA:CPU copies on this thread, no hand-off.
+  Upload up = upload(data, type, dims, index, PJRT_HostBufferSemantics_kImmutableOnlyDuringCall);
+  if (up.host_done) up.host_done->await();
+  return up.buffer;
+}
+
+Client::Upload Client::buffer_from_host_async(const void* data, PJRT_Buffer_Type type,
+                                              const std::vector<int64_t>& dims,
+                                              int index) const {
+  // XLA:CPU copies a large array on its thread pool under these semantics.
+  return upload(data, type, dims, index,
+                PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes);
+}
+
+Client::Upload Client::upload(const void* data, PJRT_Buffer_Type type,
+                              const std::vector<int64_t>& dims, int index,
+                              PJRT_HostBufferSemantics semantics) const {
   auto a = PJRT_ARGS(PJRT_Client_BufferFromHostBuffer);
   a.client = client_;
   a.data = data;
   a.type = type;
   a.dims = dims.data();
   a.num_dims = dims.size();
-  a.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  a.host_buffer_semantics = semantics;
   a.device = device(index);
   PJRT_CALL(api_, PJRT_Client_BufferFromHostBuffer, a);
-  auto buffer = std::make_shared<Buffer>(api_, a.buffer);
-  if (a.done_with_host_buffer != nullptr) Event(api_, a.done_with_host_buffer).await();
-  return buffer;
+  Upload up;
+  up.buffer = std::make_shared<Buffer>(api_, a.buffer);
+  if (a.done_with_host_buffer != nullptr)
+    up.host_done = std::make_shared<Event>(api_, a.done_with_host_buffer);
+  return up;
 }
 
 std::string quick_compile_options() {

@@ -10,6 +10,7 @@
 
 #include "buffer.h"
 #include "compile_options.h"
+#include "event.h"
 #include "executable.h"
 #include "plugin.h"
 
@@ -45,6 +46,16 @@ class Client {
   // The host memory may be reused as soon as this returns.
   BufferPtr buffer_from_host(const void* data, PJRT_Buffer_Type type,
                              const std::vector<int64_t>& dims, int index) const;
+  // The same without waiting: the plugin may read `data` until `host_done`
+  // fires (null: it already has), so the caller keeps it alive and unchanged
+  // until then. Many uploads issued this way run concurrently; the buffer is
+  // usable at once (programs reading it wait for its contents).
+  struct Upload {
+    BufferPtr buffer;
+    std::shared_ptr<Event> host_done;
+  };
+  Upload buffer_from_host_async(const void* data, PJRT_Buffer_Type type,
+                                const std::vector<int64_t>& dims, int index) const;
 
   // Compiles MLIR text (StableHLO) for one replica, one partition. `quick`:
   // with the backend's (LLVM's) optimizations off — about half the compile
@@ -60,6 +71,9 @@ class Client {
   ExecutablePtr deserialize(const std::string& bytes) const;
 
  private:
+  Upload upload(const void* data, PJRT_Buffer_Type type, const std::vector<int64_t>& dims,
+                int index, PJRT_HostBufferSemantics semantics) const;
+
   std::shared_ptr<Plugin> plugin_;  // keeps the API table loaded
   const PJRT_Api* api_;
   PJRT_Client* client_ = nullptr;
