@@ -69,7 +69,14 @@ Transfers Engine::upload(const std::vector<HostArray>& arrays, std::vector<Value
     int64_t bytes = a.type.numel() * static_cast<int64_t>(element_size(a.type.dtype));
     pjrt::Client::Upload up;
     try {
-      up = client_->buffer_from_host_async(a.data, buffer_type(a.type.dtype), a.type.shape, device);
+      // XLA:CPU's "transfer" is a memcpy: under the asynchronous semantics it
+      // hands large ones to its thread pool, which made a batch of 64 x 256
+      // KiB 1.4-2.8x slower than copying each on this thread (2 busy cores,
+      // benchmarks/transfers.py); a TPU's or GPU's DMA overlaps.
+      if (target_.xla_cpu)
+        up.buffer = client_->buffer_from_host(a.data, buffer_type(a.type.dtype), a.type.shape, device);
+      else
+        up = client_->buffer_from_host_async(a.data, buffer_type(a.type.dtype), a.type.shape, device);
     } catch (const pjrt::Error& err) {
       t.drain();  // the uploads issued so far still read their host memory
       pjrt::raise(std::string(err.what()) + copying(bytes, device), err.code());
