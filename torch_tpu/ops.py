@@ -13,14 +13,20 @@
   works for lhs and rhs. `ragged_dot_weight_grad(lhs, grad_output,
   group_sizes)` is its gradient for rhs. `torch._grouped_mm` runs on tpu
   the same way.
+- `align_jagged_to_multiple(nt, multiple=128, padding_value=0.0)`,
+  `strip_jagged_padding(nt, valid_tokens=None)`: a `torch.jagged` nested
+  tensor's values buffer padded to a multiple of rows, and cut back
+  (`jagged.py`).
 """
 import torch
 
 from . import _C  # noqa: F401  (registers the torch.ops.tpu operators)
+from .jagged import align_jagged_to_multiple, strip_jagged_padding
 
 __all__ = [
     "optimization_barrier", "max_pool1d", "max_pool1d_backward", "max_pool2d", "max_pool2d_backward", "max_pool3d",
-    "max_pool3d_backward", "ragged_dot", "ragged_dot_weight_grad",
+    "max_pool3d_backward", "ragged_dot", "ragged_dot_weight_grad", "align_jagged_to_multiple",
+    "strip_jagged_padding",
 ]
 
 
