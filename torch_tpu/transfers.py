@@ -35,22 +35,11 @@ def _tensor_list(fn: str, tensors) -> list:
     return tensors
 
 
-def _device_index(device) -> int:
-    if device is None:
-        return _C._current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != "tpu":
-        raise ValueError(f"batch_to_device: expected a tpu device, got '{device}' "
-                         "(use batch_to_host for copies to the CPU)")
-    return _C._current_device() if device.index is None else device.index
-
-
 def batch_to_device(tensors, device=None, *, async_op: bool = False):
     """Copies CPU tensors to `device` (a tpu device; default the current one)."""
     tensors = _tensor_list("batch_to_device", tensors)
-    future = _C._batch_to_device(tensors, _device_index(device))
+    from .device import _index  # device.py imports this module
+    future = _C._batch_to_device(tensors, _index(device))
     return future if async_op else future.wait()
 
 

@@ -111,6 +111,26 @@ TransferFuturePtr download(const std::vector<at::Tensor>& srcs, const std::vecto
                                           std::move(results), has_results);
 }
 
+// Issues the uploads of `hosts` (CPU tensors whose memory holds their
+// elements densely, in the order of their targets' elements) into `targets`
+// (tpu tensors or views of the same numel), assigned at once: ops on them
+// wait for the data.
+TransferFuturePtr upload(std::vector<at::Tensor> hosts, const std::vector<at::Tensor>& targets,
+                         std::vector<at::Tensor> results, bool has_results) {
+  std::vector<engine::HostArray> arrays;
+  arrays.reserve(hosts.size());
+  for (size_t i = 0; i < hosts.size(); ++i)
+    arrays.push_back(engine::HostArray{
+        hosts[i].data_ptr(), hlo::TensorType{to_hlo(hosts[i].scalar_type()), {hosts[i].numel()}},
+        targets[i].device().index()});
+  std::vector<engine::ValuePtr> values;
+  engine::Transfers t = engine::Engine::get().upload(arrays, &values);
+  for (size_t k = 0; k < values.size(); ++k) assign(targets[k], values[k]);
+  return std::make_shared<TransferFuture>(std::move(t), std::move(hosts),
+                                          std::vector<std::pair<at::Tensor, at::Tensor>>{},
+                                          std::move(results), has_results);
+}
+
 }  // namespace
 
 TransferFuture::TransferFuture(engine::Transfers transfers, std::vector<at::Tensor> keep,
@@ -158,9 +178,7 @@ TransferFuturePtr batch_to_device(const std::vector<at::Tensor>& srcs, int devic
   check_device(device);
   for (size_t i = 0; i < srcs.size(); ++i)
     check_tensor("batch_to_device", "tensors", i, srcs[i], false);
-  std::vector<at::Tensor> hosts, results;
-  std::vector<engine::HostArray> arrays;
-  std::vector<size_t> uploaded;  // the result each array fills
+  std::vector<at::Tensor> hosts, targets, results;
   results.reserve(srcs.size());
   for (size_t i = 0; i < srcs.size(); ++i) {
     at::Tensor h = srcs[i].resolve_conj().resolve_neg();
@@ -170,17 +188,10 @@ TransferFuturePtr batch_to_device(const std::vector<at::Tensor>& srcs, int devic
     results.push_back(at::empty_strided(h.sizes(), h.strides(),
                                         h.options().device(c10::Device(kTpu, device))));
     if (h.numel() == 0) continue;
-    arrays.push_back(engine::HostArray{
-        h.data_ptr(), hlo::TensorType{to_hlo(h.scalar_type()), {h.numel()}}, device});
-    hosts.push_back(h);
-    uploaded.push_back(i);
+    hosts.push_back(h);  // its memory block, in storage order
+    targets.push_back(storage_order(results.back()));
   }
-  std::vector<engine::ValuePtr> values;
-  engine::Transfers t = engine::Engine::get().upload(arrays, &values);
-  for (size_t k = 0; k < values.size(); ++k) assign(storage_order(results[uploaded[k]]), values[k]);
-  return std::make_shared<TransferFuture>(std::move(t), std::move(hosts),
-                                          std::vector<std::pair<at::Tensor, at::Tensor>>{},
-                                          std::move(results), true);
+  return upload(std::move(hosts), targets, std::move(results), true);
 }
 
 TransferFuturePtr batch_to_host(const std::vector<at::Tensor>& srcs, bool pin_memory) {
@@ -201,24 +212,15 @@ TransferFuturePtr copy_rows_to_device(const std::vector<at::Tensor>& srcs,
                                       const std::vector<int64_t>& sizes) {
   auto rows = check_rows("batch_transfer_h2d", srcs, dsts, src_offsets, dst_offsets, sizes, true);
   std::vector<at::Tensor> hosts, targets;
-  std::vector<engine::HostArray> arrays;
   for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].size == 0 || srcs[i].numel() == 0) continue;
     at::Tensor h = srcs[i].narrow(0, rows[i].src_offset, rows[i].size);
-    h = h.resolve_conj().resolve_neg().contiguous();
-    if (h.numel() == 0) continue;
-    arrays.push_back(engine::HostArray{h.data_ptr(),
-                                       hlo::TensorType{to_hlo(h.scalar_type()), {h.numel()}},
-                                       dsts[i].device().index()});
-    hosts.push_back(h);
+    hosts.push_back(h.resolve_conj().resolve_neg().contiguous());
     targets.push_back(dsts[i].narrow(0, rows[i].dst_offset, rows[i].size));
   }
-  std::vector<engine::ValuePtr> values;
-  engine::Transfers t = engine::Engine::get().upload(arrays, &values);
-  for (size_t k = 0; k < values.size(); ++k) assign(targets[k], values[k]);
+  auto future = upload(std::move(hosts), targets, {}, false);
   for (const at::Tensor& d : dsts) d.unsafeGetTensorImpl()->bump_version();
-  return std::make_shared<TransferFuture>(std::move(t), std::move(hosts),
-                                          std::vector<std::pair<at::Tensor, at::Tensor>>{},
-                                          std::vector<at::Tensor>{}, false);
+  return future;
 }
 
 TransferFuturePtr copy_rows_to_host(const std::vector<at::Tensor>& srcs,
