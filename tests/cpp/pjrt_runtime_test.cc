@@ -118,6 +118,35 @@ TEST(PjrtBuffer, RoundTripsEveryDtype) {
   round_trip<float>(*c, {}, PJRT_Buffer_Type_F32, {0, 3}, 0);  // empty
 }
 
+TEST(PjrtBuffer, AsyncUploadsAndDownloadsIssuedBeforeAnyWait) {
+  TPU_REQUIRE_CLIENT(c);
+  // Many arrays, every copy issued before any is awaited; the host memory
+  // stays untouched until each upload's host-done event has fired.
+  constexpr int kArrays = 8;
+  std::vector<std::vector<float>> host(kArrays), back(kArrays);
+  std::vector<Client::Upload> ups;
+  for (int i = 0; i < kArrays; ++i) {
+    host[i].resize(70000 + 1000 * i);  // large enough for XLA:CPU's thread pool
+    for (size_t j = 0; j < host[i].size(); ++j) host[i][j] = static_cast<float>(i * 1000003 + j);
+    ups.push_back(c->buffer_from_host_async(host[i].data(), PJRT_Buffer_Type_F32,
+                                            {static_cast<int64_t>(host[i].size())}, i % 2));
+    ASSERT_NE(ups.back().buffer, nullptr);
+  }
+  for (auto& up : ups)
+    if (up.host_done) up.host_done->await();
+  std::vector<std::shared_ptr<Event>> done;
+  for (int i = 0; i < kArrays; ++i) {
+    back[i].assign(host[i].size(), -1.f);
+    done.push_back(ups[i].buffer->to_host_async(back[i].data(), back[i].size() * sizeof(float)));
+  }
+  for (auto& d : done)
+    if (d) d->await();
+  for (int i = 0; i < kArrays; ++i) {
+    EXPECT_EQ(device_of(*c, *ups[i].buffer), c->device(i % 2));
+    EXPECT_EQ(back[i], host[i]) << "array " << i;
+  }
+}
+
 TEST(PjrtBuffer, ElementSizes) {
   EXPECT_EQ(element_size(PJRT_Buffer_Type_PRED), 1u);
   EXPECT_EQ(element_size(PJRT_Buffer_Type_BF16), 2u);
