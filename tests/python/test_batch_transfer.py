@@ -258,3 +258,19 @@ def test_names_of_the_reference():
     assert set(bt.__all__) == {"TransferFuture", "batch_transfer_d2h", "batch_transfer_h2d",
                                "batch_transfer_d2h_sync", "batch_transfer_h2d_sync", "await_all"}
     assert torch.tpu.TransferFuture is bt.TransferFuture
+
+
+def test_device_side_error_is_raised_by_wait_and_reported_once(mode):
+    # An out-of-range index found on the device surfaces at the batch's host
+    # read, as CPU raises it; every later wait of that future raises it again,
+    # and the runtime goes on.
+    table = torch.randn(10, 4)
+    w = table.to("tpu")
+    good = torch.nn.functional.embedding(torch.tensor([1, 2]).to("tpu"), w)
+    bad = torch.nn.functional.embedding(torch.tensor([1, 10]).to("tpu"), w)
+    fut = torch.tpu.batch_to_host([good, bad], async_op=True)
+    for _ in range(2):
+        with pytest.raises(IndexError, match="index out of range"):
+            fut.wait()
+    assert fut.done()
+    torch.testing.assert_close(torch.tpu.batch_to_host([w * 2])[0], table * 2)
