@@ -30,7 +30,7 @@ constexpr Names kNames[] = {
     {"send", "flush_send"},
     {"recv", "flush_recv"},
 };
-static_assert(std::size(kNames) == static_cast<size_t>(FlushCause::kRecv) + 1,
+static_assert(std::size(kNames) == kNumFlushCauses,
               "a name per FlushCause");
 }  // namespace
 

@@ -3,6 +3,7 @@
 // loop detector learns a step's end from the flushes the user asked for).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -29,6 +30,7 @@ enum class FlushCause : uint8_t {
   kSend,           // a point-to-point operand (tpu_dist)
   kRecv,
 };
+inline constexpr size_t kNumFlushCauses = static_cast<size_t>(FlushCause::kRecv) + 1;
 
 // The cause's name ("host_read") and metric ("flush_host_read").
 const char* name(FlushCause c);
