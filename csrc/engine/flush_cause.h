@@ -21,6 +21,7 @@ enum class FlushCause : uint8_t {
   kHostRead,       // a value is copied to the host
   kSynchronize,    // torch.tpu.synchronize()
   kStreamEvent,    // an event recorded on a stream
+  kOptimizerStepBegin,  // optimizer.step() begins: the gradients are done
   kOptimizerStep,  // the end of optimizer.step() (a training step's end)
   kExplicit,       // torch_tpu.sync() and friends
   kCaptureBegin,   // graph capture starts from an empty recording
