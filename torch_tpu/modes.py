@@ -84,15 +84,23 @@ def _mode_from_env():
 
 
 def _install_loop_boundary_hook():
-    """In Fused Eager, an optimizer step ends a training iteration: flushing
-    there makes every iteration the same program, found in the cache."""
+    """In Fused Eager, an optimizer step's start and end cut a training
+    iteration into its forward-backward program and its update program: the
+    same two programs every iteration, found in the cache. Cut at the start
+    too, the first iteration's update (which creates the optimizer's state)
+    is a program of its own, and the second iteration compiles only the
+    steady update, not a second whole step."""
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                       register_optimizer_step_pre_hook)
 
-    def flush_after_step(optimizer, args, kwargs):
-        if torch.compiler.is_compiling():  # a compiled step is one program already
-            return
-        if _C._is_initialized() and _C._get_mode() == EagerMode.DEFER_AND_FUSE:
-            _C._flush("optimizer_step")
+    def flusher(cause):
+        def flush(optimizer, args, kwargs):
+            if torch.compiler.is_compiling():  # a compiled step is one program already
+                return
+            if _C._is_initialized() and _C._get_mode() == EagerMode.DEFER_AND_FUSE:
+                _C._flush(cause)
+        return flush
 
-    register_optimizer_step_post_hook(flush_after_step)
+    register_optimizer_step_pre_hook(flusher("optimizer_step_begin"))
+    register_optimizer_step_post_hook(flusher("optimizer_step"))

@@ -158,21 +158,13 @@ class DeferredCall final : public engine::DeferredOp {
       if (a.kind == Arg::kTensorList || a.kind == Arg::kGenerator)
         for (hlo::Value& v : a.tensors) v = next();
     }
-    lowering::Context ctx{e.builder(), meta->types,
-                          precision ? lowering::LazyPrecision(*precision)
-                                    : lowering::LazyPrecision(&current_precision),
-                          plan->lowering, e.target()};
-    hlo::Values outs;
-    try {
-      outs = (*plan->fn)(ctx, args);
-    } catch (const std::exception& err) {
-      TORCH_CHECK(false, "tpu: internal error lowering deferred ", plan->lowering, ": ", err.what());
-    }
+    hlo::Values outs = lower_call(e, *plan, *meta,
+                                  precision ? lowering::LazyPrecision(*precision)
+                                            : lowering::LazyPrecision(&current_precision),
+                                  args, /*op=*/nullptr);
     TORCH_CHECK(outs.size() == writes.size(), "tpu: internal error: deferred ", plan->lowering,
                 " returned ", outs.size(), " values, expected ", writes.size());
     for (size_t i = 0; i < outs.size(); ++i) {
-      TORCH_CHECK(outs[i].shape() == ctx.outputs[i].shape, "tpu: internal error: deferred ",
-                  plan->lowering, " produced ", outs[i].type().str(), " for output ", i);
       replay_write(e, writes[i], outs[i]);
     }
   }

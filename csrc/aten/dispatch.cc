@@ -160,27 +160,8 @@ void lower_now(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
   for (size_t i : plan.inputs) largs.push_back(input_arg(plan, bind, schema, args, i, state));
   if (plan.implicit_generator)
     largs.push_back(convert(bind, default_generator_argument(), c10::IValue(), state));
-  lowering::Context ctx{e.builder(), meta.types, lowering::LazyPrecision(&current_precision),
-                        plan.lowering, e.target()};
-  hlo::Values outs;
-  try {
-    outs = (*plan.fn)(ctx, largs);
-  } catch (const lowering::Unsupported& u) {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", full_name(schema.operator_name()),
-                                " is not supported for these arguments: ", u.what(),
-                                ". Set TORCH_TPU_CPU_FALLBACK=1 to run unsupported ops on the CPU.");
-  } catch (const hlo::TypeError& t) {
-    TORCH_CHECK(false, "tpu: internal error lowering ", full_name(schema.operator_name()), ": ",
-                t.what());
-  }
-  if (ctx.precision.used()) plan.reads_precision = true;
-  TORCH_CHECK(outs.size() == ctx.outputs.size(), "tpu: internal error: lowering of ",
-              plan.lowering, " returned ", outs.size(), " values, expected ",
-              ctx.outputs.size());
-  for (size_t i = 0; i < outs.size(); ++i)
-    TORCH_CHECK(outs[i].shape() == ctx.outputs[i].shape, "tpu: internal error: lowering of ",
-                plan.lowering, " produced ", outs[i].type().str(), " for output ", i,
-                ", expected ", ctx.outputs[i].str());
+  hlo::Values outs = lower_call(e, plan, meta, lowering::LazyPrecision(&current_precision), largs,
+                                &schema.operator_name());
   for (size_t i = 0; i < meta.fresh.size(); ++i) {
     const TensorMeta& m = meta.fresh[i];
     at::Tensor t = at::detail::empty_strided_generic(
@@ -208,6 +189,35 @@ lowering::Arg input_arg(const Plan& plan, ArgReader& r, const c10::FunctionSchem
   if (std::find(plan.float_inputs.begin(), plan.float_inputs.end(), i) != plan.float_inputs.end())
     return float_input(r, args[i].toDouble(), state);
   return convert(r, schema.arguments()[i], args[i], state);
+}
+
+hlo::Values lower_call(engine::Engine& e, const Plan& plan, const OpMeta& meta,
+                       lowering::LazyPrecision precision, const lowering::Args& args,
+                       const c10::OperatorName* op) {
+  const char* what = op ? "" : "deferred ";
+  lowering::Context ctx{e.builder(), meta.types, precision, plan.lowering, e.target()};
+  hlo::Values outs;
+  try {
+    outs = (*plan.fn)(ctx, args);
+  } catch (const lowering::Unsupported& u) {
+    TORCH_CHECK(op, "tpu: internal error lowering deferred ", plan.lowering, ": ", u.what());
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", full_name(*op),
+                                " is not supported for these arguments: ", u.what(),
+                                ". Set TORCH_TPU_CPU_FALLBACK=1 to run unsupported ops on the CPU.");
+  } catch (const hlo::TypeError& t) {
+    TORCH_CHECK(false, "tpu: internal error lowering ", what, plan.lowering, ": ", t.what());
+  } catch (const std::exception& err) {
+    if (op) throw;  // an invalid argument: the caller raises it as the CPU would
+    TORCH_CHECK(false, "tpu: internal error lowering deferred ", plan.lowering, ": ", err.what());
+  }
+  if (ctx.precision.used()) plan.reads_precision = true;
+  TORCH_CHECK(outs.size() == ctx.outputs.size(), "tpu: internal error: lowering of ", what,
+              plan.lowering, " returned ", outs.size(), " values, expected ", ctx.outputs.size());
+  for (size_t i = 0; i < outs.size(); ++i)
+    TORCH_CHECK(outs[i].shape() == ctx.outputs[i].shape, "tpu: internal error: lowering of ", what,
+                plan.lowering, " produced ", outs[i].type().str(), " for output ", i,
+                ", expected ", ctx.outputs[i].str());
+  return outs;
 }
 
 Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c10::IValue> args) {

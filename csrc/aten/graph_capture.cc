@@ -48,30 +48,22 @@ struct OutputStorage {
 struct Capture {
   engine::Mode previous = engine::Mode::kDeferNever;
   std::vector<engine::ValuePtr> start_values;  // input storages' values at begin
-  std::map<std::string, double> flushes;       // the engine's flush counts at begin
+  engine::Metrics::FlushCounts flushes{};      // the engine's flush counts at begin
   bool active = false;
 };
 
-// The engine's flush counters ("flush_<cause>"): a flush between begin and
-// end ran part of the graph before its program (a host read of a device
-// value), so that program alone cannot replay the graph.
-std::map<std::string, double> flush_counts(engine::Engine& e) {
-  std::map<std::string, double> out;
-  for (const auto& [name, n] : e.metrics().snapshot())
-    if (name.rfind("flush_", 0) == 0) out[name.substr(6)] = n;
-  return out;
-}
-
-// "host_read ×2, synchronize" for the flushes since `before`, or "".
-std::string flushes_since(const std::map<std::string, double>& before,
-                          const std::map<std::string, double>& now) {
+// "host_read x2, synchronize": the flushes between `before` and `now` (a
+// flush between begin and end ran part of the graph before its program — a
+// host read of a device value — so that program alone cannot replay it).
+std::string flushes_since(const engine::Metrics::FlushCounts& before,
+                          const engine::Metrics::FlushCounts& now) {
   std::string out;
-  for (const auto& [cause, n] : now) {
-    auto it = before.find(cause);
-    int64_t d = static_cast<int64_t>(n - (it == before.end() ? 0 : it->second));
+  for (size_t i = 0; i < now.size(); ++i) {
+    int64_t d = now[i] - before[i];
     if (d <= 0) continue;
     if (!out.empty()) out += ", ";
-    out += cause + (d > 1 ? " x" + std::to_string(d) : "");
+    out += std::string(engine::name(static_cast<engine::FlushCause>(i))) +
+           (d > 1 ? " x" + std::to_string(d) : "");
   }
   return out;
 }
@@ -148,7 +140,7 @@ void CapturedGraph::begin(const std::vector<at::Tensor>& inputs) {
   e.flush(engine::FlushCause::kCaptureBegin);
   c.start_values.clear();
   for (const at::Tensor& t : inputs) c.start_values.push_back(state_of(t).value);
-  c.flushes = flush_counts(e);
+  c.flushes = e.metrics().flushes();
   c.previous = e.mode();
   e.set_mode(engine::Mode::kDeferAll);
   e.set_donation(false);  // graph inputs stay alive in the caller's tensors
@@ -174,7 +166,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
   Capture& c = capture();
   TORCH_CHECK(c.active, "tpu: end of a graph capture that was not begun");
   c.active = false;
-  std::string flushed = flushes_since(c.flushes, flush_counts(e));
+  std::string flushed = flushes_since(c.flushes, e.metrics().flushes());
   engine::Program p = e.flush_program(engine::FlushCause::kCaptureEnd, /*with_text=*/true);
   e.set_mode(c.previous);
   e.set_donation(true);

@@ -44,6 +44,16 @@ bool omits(const Plan& plan, c10::ArrayRef<c10::IValue> args, size_t i);
 lowering::Arg input_arg(const Plan& plan, ArgReader& r, const c10::FunctionSchema& schema,
                         c10::ArrayRef<c10::IValue> args, size_t i, CallState& state);
 
+// Runs `plan`'s lowering on `args` (tensor inputs already nodes) in the
+// engine's current builder and checks its results against the call's meta
+// types. A lowering that cannot handle the arguments raises
+// NotImplementedError naming `op`; an invalid argument propagates (the
+// caller raises it as the CPU would). `op` null: a deferred call, which
+// lowered before with the same signature, so any failure is internal.
+hlo::Values lower_call(engine::Engine& e, const Plan& plan, const OpMeta& meta,
+                       lowering::LazyPrecision precision, const lowering::Args& args,
+                       const c10::OperatorName* op);
+
 // One call's outcome: the output metadata and the fresh (non-aliasing)
 // result tensors in order. Written arguments have been updated in place.
 struct Ran {

@@ -47,40 +47,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 }  // namespace
 
-size_t element_size(hlo::ElementType t) {
-  return t == hlo::ElementType::kPred ? 1 : hlo::bit_width(t) / 8;
-}
-
-PJRT_Buffer_Type buffer_type(hlo::ElementType t) {
-  using E = hlo::ElementType;
-  switch (t) {
-    case E::kPred: return PJRT_Buffer_Type_PRED;
-    case E::kI8: return PJRT_Buffer_Type_S8;
-    case E::kI16: return PJRT_Buffer_Type_S16;
-    case E::kI32: return PJRT_Buffer_Type_S32;
-    case E::kI64: return PJRT_Buffer_Type_S64;
-    case E::kU8: return PJRT_Buffer_Type_U8;
-    case E::kU16: return PJRT_Buffer_Type_U16;
-    case E::kU32: return PJRT_Buffer_Type_U32;
-    case E::kU64: return PJRT_Buffer_Type_U64;
-    case E::kF16: return PJRT_Buffer_Type_F16;
-    case E::kBF16: return PJRT_Buffer_Type_BF16;
-    case E::kF32: return PJRT_Buffer_Type_F32;
-    case E::kF64: return PJRT_Buffer_Type_F64;
-    case E::kC64: return PJRT_Buffer_Type_C64;
-    case E::kC128: return PJRT_Buffer_Type_C128;
-  }
-  return PJRT_Buffer_Type_INVALID;
-}
-
-hlo::ElementType element_type_of(PJRT_Buffer_Type t) {
-  using E = hlo::ElementType;
-  for (E e : {E::kPred, E::kI8, E::kI16, E::kI32, E::kI64, E::kU8, E::kU16, E::kU32, E::kU64,
-              E::kF16, E::kBF16, E::kF32, E::kF64, E::kC64, E::kC128})
-    if (buffer_type(e) == t) return e;
-  throw pjrt::Error("unsupported PJRT buffer type " + std::to_string(static_cast<int>(t)));
-}
-
 void Engine::configure(const Config& c) {
   if (g_initialized) throw pjrt::Error("torch_tpu: the runtime is already initialized");
   config() = c;
@@ -115,13 +81,16 @@ Engine::Engine() {
     client_ = std::make_unique<pjrt::Client>(plugin);  // plugin without that option
   }
   target_ = make_target(*client_, c.cpu_half_conv);
+  // Per device, the bytes a program may allocate (-1: unknown); XLA:CPU's
+  // device memory is the host's.
+  std::vector<int64_t> memory_limits;
   for (int d = 0; d < client_->device_count(); ++d) {
     int64_t limit = client_->memory_limit(d);
-    // XLA:CPU's device memory is the host's.
     if (limit < 0 && target_.xla_cpu)
       limit = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-    memory_limits_.push_back(limit);
+    memory_limits.push_back(limit);
   }
+  launcher_ = std::make_unique<Launcher>(*client_, metrics_, std::move(memory_limits));
   cache_ = std::make_unique<Cache>(*client_, metrics_, c.cache_dir);
   // Tiered compilation (cache.h) where its options are known: XLA:CPU.
   // By default only reshaped recompilations compile quickly (a program whose
@@ -285,33 +254,12 @@ CheckListPtr Engine::check_results(hlo::Values& results) {
 }
 
 void Engine::verify_checks() {
-  std::deque<PendingCheck> pending;
+  std::deque<Launcher::PendingCheck> pending;
   {
     auto guard = lock();
-    pending.swap(pending_checks_);
+    pending = launcher_->take_checks();
   }
-  for (PendingCheck& c : pending) {
-    int32_t code = -1;
-    try {
-      c.code->to_host(&code, sizeof(code));
-    } catch (const pjrt::Error&) {
-      continue;  // the program failed: its own error is reported where it is read
-    }
-    if (code < 0 || static_cast<size_t>(code) >= c.checks->messages.size()) continue;
-    int64_t op = c.checks->ops[code];
-    std::string where;
-    if (op >= 0 && static_cast<size_t>(op) < c.sites.size()) {
-      where = " (in " + std::string(c.sites[op].op);
-      std::string site = c.sites[op].where();
-      where += site.empty() ? ")" : " at " + site + ")";
-    }
-    metrics_.count("check_failures");
-    throw CheckFailed("tpu: device-side check failed: " + c.checks->messages[code] + where +
-                      ". Checks run on the device and are reported at the next host read or "
-                      "synchronize; torch_tpu.set_index_checks(False) or "
-                      "TORCH_TPU_INDEX_CHECKS=0 turns them off.",
-                      c.checks->index_errors[code]);
-  }
+  Launcher::verify(pending, metrics_);
 }
 
 hlo::Value Engine::use(const ValuePtr& v) {
@@ -446,12 +394,8 @@ Program Engine::flush_current(FlushCause cause, bool with_text) {
     reset_recording();
     return p;
   }
-  if (cause == FlushCause::kOp) {
-    metrics_.count(Hot::kFlushOp);
-  } else {
-    metrics_.count(metric(cause));
-    watcher_.new_run();
-  }
+  metrics_.count(cause);
+  if (cause != FlushCause::kOp) watcher_.new_run();
   if (r_->state == Recorder::State::kTrace && with_text) to_builder();
   uint64_t trace_key = 0;
   bool from_trace = r_->state == Recorder::State::kTrace;
@@ -526,9 +470,8 @@ void Engine::launch(Program& p, const std::vector<OpSite>& sites, Mode mode,
     v.prior_.reset();
   }
   if (p.checks && values.size() > p.outputs.size()) {
-    pending_checks_.push_back(PendingCheck{values.back()->buffer_, p.checks, sites});
     // A long loop without host reads: read the oldest checks now and then.
-    if (pending_checks_.size() > 256) verify_checks();
+    if (launcher_->add_checks(values.back()->buffer_, p.checks, sites)) verify_checks();
   }
 }
 
@@ -555,7 +498,7 @@ bool Engine::donatable(const pjrt::BufferPtr& buffer, const Priors& priors) cons
   if (!donate_) return false;
   long others = 0;
   if (auto it = priors.held.find(buffer.get()); it != priors.held.end()) others += it->second;
-  if (auto it = in_flight_refs_.find(buffer.get()); it != in_flight_refs_.end()) others += it->second;
+  others += launcher_->in_flight_refs(buffer.get());
   return buffer.use_count() == 1 + others;
 }
 
@@ -633,93 +576,16 @@ std::vector<ValuePtr> Engine::run(const pjrt::Executable& exe,
                                   const std::vector<pjrt::BufferPtr>& inputs, int device,
                                   const std::vector<OpSite>* ops, Mode mode) {
   auto guard = lock();
-  std::vector<PJRT_Buffer*> args;
-  args.reserve(inputs.size());
-  for (const auto& b : inputs) args.push_back(b->get());
-  release_finished();  // before this launch allocates
-  int64_t needed = exe.run_bytes(), limit = memory_limits_.at(device);
-  if (needed >= 0 && limit > 0 && needed > limit)
-    throw pjrt::Error("RESOURCE_EXHAUSTED: out of memory on tpu:" + std::to_string(device) +
-                          ": the program needs " + std::to_string(needed) +
-                          " bytes for its results and temporaries; the device has " +
-                          std::to_string(limit),
-                      PJRT_Error_Code_RESOURCE_EXHAUSTED);
-  auto start = std::chrono::steady_clock::now();
-  int64_t traced = trace::on() ? trace::now_ns() : 0;
-  pjrt::ExecuteResult result = exe.execute(args, client_->device(device));
-  metrics_.count(Hot::kExecutions);
-  std::vector<ValuePtr> values;
-  values.reserve(result.outputs.size());
-  for (auto& buffer : result.outputs) {
-    std::vector<int64_t> dims = buffer->dims();
-    auto v = std::make_shared<DeviceValue>(
-        hlo::TensorType{element_type_of(buffer->element_type()), dims}, device);
-    v->buffer_ = std::move(buffer);
-    values.push_back(std::move(v));
-  }
-  if (traced) trace::launched(ops, static_cast<int>(mode), &exe, device, traced, result.done);
-  launched(std::move(result.done), inputs, ops, mode);
-  metrics_.time_launch(seconds_since(start));
-  return values;
-}
-
-void Engine::launched(std::shared_ptr<pjrt::Event> done,
-                      const std::vector<pjrt::BufferPtr>& inputs,
-                      const std::vector<OpSite>* ops, Mode mode) {
-  if (!done) return;
-  if (mode_ == Mode::kDeferNeverAndLaunchBlocking) {
-    done->await();
-    return;
-  }
-  for (const auto& b : inputs) ++in_flight_refs_[b.get()];
-  in_flight_.push_back(InFlight{std::move(done), inputs, ops ? *ops : std::vector<OpSite>{}, mode});
-}
-
-void Engine::retire(InFlight& l) {
-  for (auto& b : l.inputs) {
-    auto it = in_flight_refs_.find(b.get());
-    if (--it->second == 0) in_flight_refs_.erase(it);
-  }
-  l.inputs.clear();
-}
-
-void Engine::release_finished() {
-  while (!in_flight_.empty() && in_flight_.front().done->is_ready()) {
-    note_failure(in_flight_.front());
-    retire(in_flight_.front());
-    in_flight_.pop_front();
-  }
-}
-
-void Engine::note_failure(const InFlight& l) {
-  try {
-    l.done->check_ready();
-  } catch (const pjrt::Error& err) {
-    std::string ops =
-        l.ops.empty() ? "  (in a program launched earlier)" : describe_ops(l.ops, l.mode);
-    if (failures_.size() < 8) failures_.push_back(Failure{err.what(), std::move(ops), err.code()});
-  }
+  return launcher_->run(exe, inputs, device, ops, mode,
+                        /*blocking=*/mode_ == Mode::kDeferNeverAndLaunchBlocking);
 }
 
 void Engine::raise_failure(const std::string& message, int code) {
-  auto guard = lock();
-  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-    if (!it->done->is_ready()) {
-      ++it;
-      continue;
-    }
-    note_failure(*it);
-    retire(*it);
-    it = in_flight_.erase(it);
-  }
   std::string context;
-  if (!failures_.empty()) {
-    context = "\n  it failed asynchronously, after its launch:\n" + failures_.front().ops;
-    if (failures_.size() > 1)
-      context += "\n  (" + std::to_string(failures_.size() - 1) + " later program(s) failed too)";
+  {
+    auto guard = lock();
+    context = launcher_->failure_context();
   }
-  failures_.clear();
-  guard.unlock();
   pjrt::raise(message + context, code);
 }
 
@@ -733,52 +599,39 @@ pjrt::BufferPtr Engine::buffer(const ValuePtr& v, FlushCause cause) {
 }
 
 ValuePtr Engine::adopt(pjrt::BufferPtr buffer, int device) {
-  auto v = std::make_shared<DeviceValue>(
-      hlo::TensorType{element_type_of(buffer->element_type()), buffer->dims()}, device);
-  v->buffer_ = std::move(buffer);
-  return v;
+  hlo::TensorType type{element_type_of(buffer->element_type()), buffer->dims()};
+  return std::make_shared<DeviceValue>(std::move(type), device, std::move(buffer));
 }
 
 std::vector<std::shared_ptr<pjrt::Event>> Engine::mark() {
   auto guard = lock();
   flush(FlushCause::kStreamEvent);
-  release_finished();
-  std::vector<std::shared_ptr<pjrt::Event>> pending;
-  pending.reserve(in_flight_.size());
-  for (const auto& l : in_flight_) pending.push_back(l.done);
-  return pending;
+  return launcher_->unfinished();
 }
 
 void Engine::synchronize() {
   watcher_.new_run();
   int64_t traced = trace::on() ? trace::now_ns() : 0;
-  std::deque<InFlight> launches;
+  std::deque<Launcher::InFlight> launches;
   {
     auto guard = lock();
     flush(FlushCause::kSynchronize);
-    launches.swap(in_flight_);
+    launches = launcher_->take_in_flight();
   }
-  for (auto& l : launches) {
-    try {
-      l.done->await();
-    } catch (const pjrt::Error&) {
-      auto guard = lock();
-      note_failure(l);
-    }
-  }
+  std::vector<bool> failed = Launcher::await(launches);  // without the lock
   if (traced) trace::synchronized(traced, launches.size());
   // Failures found here or earlier (a finished launch released by a later
   // one) are raised once, naming the first failed program's ops.
   auto guard = lock();
-  for (auto& l : launches) retire(l);
-  if (failures_.empty()) {
+  launcher_->settle(launches, failed);
+  if (!launcher_->failed()) {
     guard.unlock();
     verify_checks();
     return;
   }
-  Failure first = failures_.front();
+  auto [message, code] = launcher_->first_failure();
   guard.unlock();
-  raise_failure(first.message, first.code);
+  raise_failure(message, code);
 }
 
 }  // namespace torch_tpu::engine

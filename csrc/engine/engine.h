@@ -19,8 +19,11 @@
 #include "../pjrt/client.h"
 #include "cache.h"
 #include "deferred.h"
+#include "element_types.h"
 #include "flush_cause.h"
+#include "launcher.h"
 #include "metrics.h"
+#include "mode.h"
 #include "recompile_watcher.h"
 #include "recorder.h"
 #include "transfers.h"
@@ -28,13 +31,6 @@
 #include "warmup.h"
 
 namespace torch_tpu::engine {
-
-enum class Mode {
-  kDeferNever = 0,                 // Strict Eager: one async program per op
-  kDeferNeverAndLaunchBlocking = 1,  // Debug Eager: wait for every op
-  kDeferAndFuse = 2,               // Fused Eager: grow a program until a flush
-  kDeferAll = 3,                   // tracing: flush only when asked
-};
 
 struct Config {
   std::string plugin_path;        // the PJRT plugin .so
@@ -49,14 +45,6 @@ struct ScalarBits {
   uint64_t words[2] = {0, 0};
   ScalarBits() = default;
   ScalarBits(uint64_t low) : words{low, 0} {}  // NOLINT: implicit, any scalar up to 64 bits
-};
-
-// A run-time check of a launched program failed (an index out of range):
-// reported at the next host read or synchronize, naming the op and its line.
-struct CheckFailed : pjrt::Error {
-  CheckFailed(std::string message, bool index_error)
-      : pjrt::Error(std::move(message)), index_error(index_error) {}
-  bool index_error;  // PyTorch raises IndexError for it, else RuntimeError
 };
 
 // A flushed recording: what ran, with which inputs and outputs.
@@ -221,11 +209,8 @@ class Engine {
   std::recursive_mutex mu_;
   std::unique_ptr<pjrt::Client> client_;
   hlo::Target target_;  // built with client_ (target.h)
-  // Per device, the bytes a program may allocate (-1: unknown). A program
-  // that needs more fails before launch, while its inputs are intact: an
-  // asynchronous failure would find the buffers it was donated gone.
-  std::vector<int64_t> memory_limits_;
   std::unique_ptr<Cache> cache_;
+  std::unique_ptr<Launcher> launcher_;  // launches and follows programs (launcher.h)
   std::unique_ptr<Warmup> warmup_;  // uses client_ and cache_: declared after them
   Metrics metrics_;
   Mode mode_ = Mode::kDeferNever;
@@ -277,12 +262,6 @@ class Engine {
   // Appends the checks' i32 result to `results` and lists them (null: none).
   CheckListPtr check_results(hlo::Values& results);
   bool checks_ = true;
-  struct PendingCheck {
-    pjrt::BufferPtr code;
-    CheckListPtr checks;
-    std::vector<OpSite> sites;
-  };
-  std::deque<PendingCheck> pending_checks_;
   // Runs p.exe on p.inputs and materializes p.outputs; a failure names the
   // recording's ops.
   void launch(Program& p, const std::vector<OpSite>& sites, Mode mode,
@@ -312,53 +291,9 @@ class Engine {
   std::function<void(const std::string&)> warn_;
   bool donate_ = true;
 
-  // Launched programs not known to be done, with their input buffers: a
-  // buffer whose last reference drops while a program reads it makes
-  // PJRT_Buffer_Destroy wait for that program, so the inputs are released
-  // once it has finished (or at synchronize()).
-  struct InFlight {
-    std::shared_ptr<pjrt::Event> done;
-    std::vector<pjrt::BufferPtr> inputs;
-    std::vector<OpSite> ops;  // named if it fails (asynchronously)
-    Mode mode;
-  };
-  std::deque<InFlight> in_flight_;
-  // The references those launched programs hold, per input buffer. They are
-  // no reason not to donate a buffer (PJRT orders a donation after the reads
-  // already launched), and counting them made donation — part of the
-  // program — depend on whether earlier programs had finished: a steady
-  // Strict loop compiled a new program at random steps.
-  std::unordered_map<const pjrt::Buffer*, int> in_flight_refs_;
-  // Drops `l`'s references to its inputs (and their counts).
-  void retire(InFlight& l);
-  // Programs that failed after their launch (an out-of-memory of their
-  // temporaries), not yet reported: the next host read or synchronize
-  // raises the first, naming its ops.
-  struct Failure {
-    std::string message, ops;
-    int code;
-  };
-  std::vector<Failure> failures_;
-  // Programs finish mostly in launch order: releases the inputs of the
-  // finished ones at the front of in_flight_ (one readiness query each).
-  void release_finished();
-  // Records `l`'s error if it failed; `l.done` must be ready.
-  void note_failure(const InFlight& l);
   // Raises `message` (an error found at a host read or synchronize) naming
-  // the ops of the first unreported failed program; clears the failures.
+  // the ops of the first program that failed after its launch.
   [[noreturn]] void raise_failure(const std::string& message, int code);
-
-  // Waits (Debug Eager) or tracks the completion event of a launch.
-  void launched(std::shared_ptr<pjrt::Event> done, const std::vector<pjrt::BufferPtr>& inputs,
-                const std::vector<OpSite>* ops, Mode mode);
 };
-
-// "(in a deferred program of N ops ...)" with each op's site, for errors.
-std::string describe_ops(const std::vector<OpSite>& ops, Mode mode);
-
-// Bytes per element of a builder element type, and its PJRT buffer type.
-size_t element_size(hlo::ElementType t);
-PJRT_Buffer_Type buffer_type(hlo::ElementType t);
-hlo::ElementType element_type_of(PJRT_Buffer_Type t);
 
 }  // namespace torch_tpu::engine

@@ -21,6 +21,7 @@ constexpr Names kNames[] = {
     {"host_read", "flush_host_read"},
     {"synchronize", "flush_synchronize"},
     {"stream_event", "flush_stream_event"},
+    {"optimizer_step_begin", "flush_optimizer_step_begin"},
     {"optimizer_step", "flush_optimizer_step"},
     {"explicit", "flush_explicit"},
     {"capture_begin", "flush_capture_begin"},
@@ -30,7 +31,7 @@ constexpr Names kNames[] = {
     {"send", "flush_send"},
     {"recv", "flush_recv"},
 };
-static_assert(std::size(kNames) == static_cast<size_t>(FlushCause::kRecv) + 1,
+static_assert(std::size(kNames) == kNumFlushCauses,
               "a name per FlushCause");
 }  // namespace
 
@@ -45,6 +46,7 @@ std::optional<FlushCause> flush_cause_named(std::string_view n) {
 
 bool requested(FlushCause c) {
   switch (c) {
+    case FlushCause::kOptimizerStepBegin:
     case FlushCause::kOptimizerStep:
     case FlushCause::kHostRead:
     case FlushCause::kSynchronize:

@@ -3,6 +3,7 @@
 // loop detector learns a step's end from the flushes the user asked for).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -20,6 +21,7 @@ enum class FlushCause : uint8_t {
   kHostRead,       // a value is copied to the host
   kSynchronize,    // torch.tpu.synchronize()
   kStreamEvent,    // an event recorded on a stream
+  kOptimizerStepBegin,  // optimizer.step() begins: the gradients are done
   kOptimizerStep,  // the end of optimizer.step() (a training step's end)
   kExplicit,       // torch_tpu.sync() and friends
   kCaptureBegin,   // graph capture starts from an empty recording
@@ -29,6 +31,7 @@ enum class FlushCause : uint8_t {
   kSend,           // a point-to-point operand (tpu_dist)
   kRecv,
 };
+inline constexpr size_t kNumFlushCauses = static_cast<size_t>(FlushCause::kRecv) + 1;
 
 // The cause's name ("host_read") and metric ("flush_host_read").
 const char* name(FlushCause c);

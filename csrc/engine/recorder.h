@@ -16,16 +16,10 @@
 #include "../pjrt/buffer.h"
 #include "deferred.h"
 #include "loop_detector.h"
+#include "mode.h"
 #include "value.h"
 
 namespace torch_tpu::engine {
-
-// An op of a recording and where it came from (null: unknown).
-struct OpSite {
-  const char* op;
-  const std::string* site;
-  std::string where() const { return site ? *site : std::string(); }
-};
 
 struct Recorder {
   // Empty, deferred ops only, or lowered into the builder.

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "../pjrt/event.h"
-#include "recorder.h"
+#include "mode.h"
 
 namespace torch_tpu::engine::trace {
 

@@ -14,6 +14,9 @@ namespace torch_tpu::engine {
 class DeviceValue {
  public:
   DeviceValue(hlo::TensorType type, int device) : type_(std::move(type)), device_(device) {}
+  // A materialized value.
+  DeviceValue(hlo::TensorType type, int device, pjrt::BufferPtr buffer)
+      : type_(std::move(type)), device_(device), buffer_(std::move(buffer)) {}
 
   const hlo::TensorType& type() const { return type_; }
   int device() const { return device_; }

@@ -59,7 +59,7 @@ TEST(RecompileWatcher, DescribesTheChange) {
 }
 
 TEST(FlushCause, EveryCauseHasANameAndMetric) {
-  for (int i = 0; i <= static_cast<int>(FlushCause::kRecv); ++i) {
+  for (size_t i = 0; i < kNumFlushCauses; ++i) {
     auto c = static_cast<FlushCause>(i);
     EXPECT_EQ(flush_cause_named(name(c)), c);
     EXPECT_EQ(std::string(metric(c)), std::string("flush_") + name(c));

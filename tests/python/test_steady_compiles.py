@@ -93,3 +93,28 @@ def test_steady_loop_compiles_nothing_after_warmup(task, mode):
         f"compiled after step {settled}: misses per step {misses}")
     _, cpu_loss = _train(task, "cpu", STEPS)
     assert_same(loss, cpu_loss, atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("task", [_mlp_task, _gpt_task], ids=["mlp", "gpt"])
+def test_fused_second_step_compiles_only_the_update(task):
+    """Fused Eager cuts a training step where optimizer.step() begins and
+    ends: the forward-backward program of step 1 runs again in step 2, and
+    step 2 compiles only the steady update (step 1's update also created the
+    optimizer state), not a second whole-step program."""
+    torch_tpu.clear_cache()
+    with torch.tpu.precision("highest"), torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        model, loss_fn = task("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
+        per_step = []
+        for _ in range(5):
+            before = torch_tpu.metrics()
+            loss = loss_fn(model)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            after = torch_tpu.metrics()
+            per_step.append({k: after.get(k, 0) - before.get(k, 0)
+                             for k in ("cache_misses", "executions", "flush_optimizer_step_begin")})
+    assert per_step[1] == {"cache_misses": 1, "executions": 2, "flush_optimizer_step_begin": 1}, per_step
+    for step in per_step[2:]:
+        assert step == {"cache_misses": 0, "executions": 2, "flush_optimizer_step_begin": 1}, per_step
