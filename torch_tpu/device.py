@@ -249,6 +249,9 @@ from .compiler_options import get_allow_excess_precision, set_allow_excess_preci
 from .streams import (  # noqa: E402,F401
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
 )
+from .graphs import (  # noqa: E402,F401
+    TPUGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables,
+)
 
 
 class _DeviceModule(types.ModuleType):

@@ -431,7 +431,21 @@ Program Engine::flush_program(FlushCause cause, bool with_text) {
   return flush_current(cause, with_text);
 }
 
+void Engine::set_capture_guard(bool on) {
+  auto guard = lock();
+  guarded_ = on ? &mine() : nullptr;
+  guard_tripped_.clear();
+}
+
 Program Engine::flush_current(FlushCause cause, bool with_text) {
+  if (guarded_ != nullptr && r_ == guarded_) {
+    std::string why = std::string("a flush of the recording (") + name(cause) +
+                      ") during a step capture: a captured step runs as one program, so "
+                      "nothing in it may run part of it early (host reads, "
+                      "torch.tpu.synchronize(), stream events, eager-mode or device changes)";
+    if (guard_tripped_.empty()) guard_tripped_ = why;
+    throw pjrt::Error("tpu: " + why);
+  }
   Program p;
   p.device = r_->device;
   r_->loop.flushing(requested(cause));
