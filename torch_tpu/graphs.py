@@ -63,7 +63,8 @@ class graph:
         self.capture_error_mode = capture_error_mode
 
     def __enter__(self):
-        torch.accelerator.synchronize()
+        if not _C._step_capture_active():  # else capture_begin says why not
+            torch.accelerator.synchronize()
         self.tpu_graph.capture_begin(self.pool, self.capture_error_mode)
 
     def __exit__(self, exc_type, exc, tb):
@@ -173,7 +174,9 @@ def _graph_one(func, static_inputs, warmup, allow_unused):
             full = []
             for a in static_inputs + params:
                 g = next(computed) if a.requires_grad else None
-                full.append(None if g is None else g.detach())
+                # A copy: autograd may keep the returned tensor as .grad, and
+                # the next replay rewrites the static one.
+                full.append(None if g is None else g.detach().clone())
             return tuple(full)
 
     def graphed(*user_args):
