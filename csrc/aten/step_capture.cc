@@ -65,21 +65,34 @@ void step_capture_detail::note(const c10::Storage& storage) {
   c.noted.push_back({storage.getWeakStorageImpl(), st.value, st.dtype, st.nbytes});
 }
 
-void step_capture_detail::refuse_host_read(const char* op) {
+namespace {
+
+[[noreturn]] void refuse(const std::string& what, const char* why_not) {
   const std::string* site = python_site();
-  std::string where = site->empty() ? "" : " at " + *site;
-  std::string why = std::string(op) + where +
-                    " reads a device value on the host, which a captured step cannot do: "
-                    "the step must run on the device alone (no .item(), .cpu(), .tolist(), "
-                    "print of a tensor, or op whose result shape depends on data such as "
-                    "nonzero or boolean-mask indexing). Move the read out of the captured "
-                    "region, or keep it on the device (e.g. torch.where instead of a mask)";
+  std::string why = what + (site->empty() ? "" : " at " + *site) + why_not;
   {
     auto& e = engine::Engine::get();
     auto guard = e.lock();
     if (capture().refused.empty()) capture().refused = why;
   }
   TORCH_CHECK(false, "tpu: ", why, ".");
+}
+
+}  // namespace
+
+void step_capture_detail::refuse_host_read(const char* op) {
+  refuse(op, " reads a device value on the host, which a captured step cannot do: the step "
+             "must run on the device alone (no .item(), .cpu(), .tolist(), print of a tensor, "
+             "or op whose result shape depends on data such as nonzero or boolean-mask "
+             "indexing). Move the read out of the captured region, or keep it on the device "
+             "(e.g. torch.where instead of a mask)");
+}
+
+void step_capture_detail::refuse_random() {
+  refuse("a random op", " draws from a tpu generator, which a captured step cannot do yet: "
+                        "its seed and offset would be constants of the program, so every "
+                        "replay would draw the same numbers. Capture a step without random "
+                        "ops (e.g. dropout with p=0 or model.eval()), or run it eagerly");
 }
 
 struct StepGraph::Impl {

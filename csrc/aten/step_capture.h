@@ -23,6 +23,7 @@ namespace step_capture_detail {
 extern bool capturing;  // written under the engine lock at begin/end
 void note(const c10::Storage& storage);
 [[noreturn]] void refuse_host_read(const char* op);
+[[noreturn]] void refuse_random();
 }  // namespace step_capture_detail
 
 // Called where a storage's contents are read or replaced (engine lock held),
@@ -34,6 +35,13 @@ inline void note_storage(const c10::Storage& storage) {
 // capture it raises, naming the op and its Python file:line.
 inline void check_host_read(const char* op) {
   if (C10_UNLIKELY(step_capture_detail::capturing)) step_capture_detail::refuse_host_read(op);
+}
+
+// Called when a random op draws from a tpu generator: during a capture it
+// raises (its seed and offset would enter the program as constants, so
+// every replay would draw the capture's numbers).
+inline void check_random() {
+  if (C10_UNLIKELY(step_capture_detail::capturing)) step_capture_detail::refuse_random();
 }
 
 // One captured step.
