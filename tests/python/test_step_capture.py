@@ -42,17 +42,19 @@ class _Block(nn.Module):
 
 
 class _SmallGPT(nn.Module):
+    """GPT-2's shape: token and position embeddings, pre-LN blocks, final
+    LayerNorm, and the output projection tied to the token embedding."""
+
     def __init__(self, vocab=64, dim=32, heads=4, layers=2, seq=8):
         super().__init__()
         self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
-        self.blocks = nn.ModuleList(_Block(dim, heads) for _ in range(layers))
-        self.ln, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
+        self.blocks = nn.Sequential(*(_Block(dim, heads) for _ in range(layers)))
+        self.ln = nn.LayerNorm(dim)
 
     def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
+        positions = torch.arange(idx.shape[1], device=idx.device)
+        hidden = self.blocks(self.tok(idx) + self.pos(positions))
+        return self.ln(hidden) @ self.tok.weight.t()
 
 
 def _mlp_batches(n):
