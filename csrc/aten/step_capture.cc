@@ -1,5 +1,6 @@
 #include "step_capture.h"
 
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -15,7 +16,7 @@
 namespace torch_tpu::aten {
 
 namespace step_capture_detail {
-bool capturing = false;
+std::atomic<bool> capturing{false};
 }
 
 namespace {
@@ -35,6 +36,7 @@ struct Capture {
   std::vector<Noted> noted;
   std::unordered_map<const c10::StorageImpl*, size_t> index;  // into noted
   std::string refused;  // why the step cannot be captured (a host read)
+  std::thread::id thread;  // the capturing thread
 };
 
 Capture& capture() {
@@ -56,6 +58,7 @@ void finish(engine::Engine& e, Capture& c) {
 
 void step_capture_detail::note(const c10::Storage& storage) {
   Capture& c = capture();
+  if (!c.active || std::this_thread::get_id() != c.thread) return;
   auto [it, inserted] = c.index.try_emplace(storage.unsafeGetStorageImpl(), c.noted.size());
   if (!inserted) {
     if (!c.noted[it->second].storage.expired()) return;
@@ -67,7 +70,12 @@ void step_capture_detail::note(const c10::Storage& storage) {
 
 namespace {
 
-[[noreturn]] void refuse(const std::string& what, const char* why_not) {
+void refuse(const std::string& what, const char* why_not) {
+  {
+    auto& e = engine::Engine::get();
+    auto guard = e.lock();
+    if (!capture().active || std::this_thread::get_id() != capture().thread) return;
+  }
   const std::string* site = python_site();
   std::string why = what + (site->empty() ? "" : " at " + *site) + why_not;
   {
@@ -140,6 +148,7 @@ void StepGraph::begin() {
   e.set_donation(false);
   e.set_capture_guard(true);
   c.active = true;
+  c.thread = std::this_thread::get_id();
   step_capture_detail::capturing = true;
 }
 

@@ -14,34 +14,41 @@
 #include <c10/core/Storage.h>
 #include <c10/macros/Macros.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 namespace torch_tpu::aten {
 
 namespace step_capture_detail {
-extern bool capturing;  // written under the engine lock at begin/end
+// Whether a capture runs (on some thread; the slow paths check which).
+extern std::atomic<bool> capturing;
 void note(const c10::Storage& storage);
-[[noreturn]] void refuse_host_read(const char* op);
-[[noreturn]] void refuse_random();
+void refuse_host_read(const char* op);  // returns off the capturing thread
+void refuse_random();
 }  // namespace step_capture_detail
 
-// Called where a storage's contents are read or replaced (engine lock held),
-// before the change: a branch outside a capture.
-inline void note_storage(const c10::Storage& storage) {
-  if (C10_UNLIKELY(step_capture_detail::capturing)) step_capture_detail::note(storage);
+inline bool any_capture() {
+  return C10_UNLIKELY(step_capture_detail::capturing.load(std::memory_order_relaxed));
 }
-// Called before a device value is read on the host for `op`: during a
-// capture it raises, naming the op and its Python file:line.
+
+// Called where a storage's contents are read or replaced (engine lock held),
+// before the change: a branch outside a capture. Only the capturing
+// thread's reads and writes are the step's.
+inline void note_storage(const c10::Storage& storage) {
+  if (any_capture()) step_capture_detail::note(storage);
+}
+// Called before a device value is read on the host for `op`: on the
+// capturing thread it raises, naming the op and its Python file:line.
 inline void check_host_read(const char* op) {
-  if (C10_UNLIKELY(step_capture_detail::capturing)) step_capture_detail::refuse_host_read(op);
+  if (any_capture()) step_capture_detail::refuse_host_read(op);
 }
 
 // Called when a random op draws from a tpu generator: during a capture it
 // raises (its seed and offset would enter the program as constants, so
 // every replay would draw the capture's numbers).
 inline void check_random() {
-  if (C10_UNLIKELY(step_capture_detail::capturing)) step_capture_detail::refuse_random();
+  if (any_capture()) step_capture_detail::refuse_random();
 }
 
 // One captured step.

@@ -495,7 +495,11 @@ Program Engine::flush_current(FlushCause cause, bool with_text) {
     if (r_->op_sites[i].site && !r_->op_sites[i].site->empty())
       site = r_->op_sites[i].site, first_op = r_->op_sites[i].op;
   std::string signature;
-  if (site) signature = RecompileWatcher::signature(*r_->builder, r_->op_sites);
+  // A captured graph or step is compiled once and its executable held and
+  // replayed directly (never looked up again, so a quick compile would never
+  // be upgraded): it is no reshaped recompilation, whatever its site ran.
+  if (site && cause != FlushCause::kCaptureEnd)
+    signature = RecompileWatcher::signature(*r_->builder, r_->op_sites);
   // Kept for the error message only: formatted if this program fails.
   std::vector<OpSite> sites = std::move(r_->op_sites);
   Mode mode = mode_;

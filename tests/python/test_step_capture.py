@@ -309,3 +309,23 @@ def test_random_op_during_capture_is_refused():
         with torch.tpu.graph(g):
             F.dropout(x, p=0.5, training=True)
     assert F.dropout(x, p=0.5, training=True).shape == (8,)
+
+
+def test_other_threads_work_is_not_part_of_the_step():
+    import threading
+    x = torch.zeros(2, device="tpu")
+    seen = []
+
+    def other():  # its host read is allowed: it is not the capturing thread
+        seen.append((torch.ones(3, device="tpu") * 2).sum().item())
+
+    g = torch.tpu.TPUGraph()
+    with torch.tpu.graph(g):
+        x.add_(1)
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert seen == [6.0]
+    g.replay()
+    g.replay()
+    torch.testing.assert_close(x.cpu(), torch.full((2,), 2.0))
