@@ -257,6 +257,20 @@ class CapturedTask:
         return self.task.loss
 
 
+class CompiledTask:
+    """A tpu Task whose whole step (forward, loss, zero_grad, backward,
+    optimizer step) runs through torch.compile(backend="tpu"); AdamW with
+    capturable=True (a host step count would be a new graph every step)."""
+
+    def __init__(self, kind, small=False):
+        self.task = Task(kind, torch.device("tpu"), small=small, capturable=True)
+        self.step = torch.compile(self.task.step, backend="tpu")
+
+    @property
+    def loss(self):
+        return self.task.loss
+
+
 # --- CPU memory -----------------------------------------------------------
 
 class _LiveStorages(TorchDispatchMode):

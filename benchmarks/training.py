@@ -9,9 +9,11 @@ LayerNorm, cross-entropy, AdamW). A step is forward, loss, zero_grad,
 backward, optimizer.step(), with no host read; steps/s is the median over
 --repeats runs of --steps steps (each ending in a synchronize), after --warmup
 steps that are not timed; the modes take turns run by run. Modes: Strict,
-Fused, Fused with deferred lowering off ("fused-lowering"), captured replay
+Fused, Fused with deferred lowering off ("fused-lowering"), the whole step
+through torch.compile(backend="tpu") ("compiled"), captured replay
 (the step captured once with torch.tpu.graph after one eager step, then
-`replay()`: one program per step, no dispatch; AdamW with capturable=True),
+`replay()`: one program per step, no dispatch; AdamW with capturable=True
+in both),
 CPU eager. Peak memory: torch.tpu.max_memory_allocated() over
 steps after warm-up; on CPU, the peak of live tensor storage over one step.
 Host cost per step: process CPU time and wall time per step of each mode on
@@ -33,8 +35,8 @@ from common import Task, median, now, ratio, set_mode, table, write_results
 MODELS = ("mlp", "transformer")
 # "fused-lowering": Fused Eager lowering every op as it is recorded (deferred
 # lowering off), to show what deferral buys.
-MODE_ORDER = ("strict", "fused", "fused-lowering", "captured", "cpu")
-HOST_COST_MODES = ("strict", "fused", "captured", "cpu")
+MODE_ORDER = ("strict", "fused", "fused-lowering", "compiled", "captured", "cpu")
+HOST_COST_MODES = ("strict", "fused", "compiled", "captured", "cpu")
 
 
 def steps_per_second(task, device, steps):
@@ -52,12 +54,14 @@ def enter(mode):
         return common.set_mode("cpu")
     torch_tpu._C._set_defer_lowering(mode != "fused-lowering")
     return common.set_mode("fused" if mode.startswith("fused") else
-                           "strict" if mode == "captured" else mode)
+                           "strict" if mode in ("captured", "compiled") else mode)
 
 
 def make_task(kind, mode, device, small):
     if mode == "captured":
         return common.CapturedTask(kind, small=small)
+    if mode == "compiled":
+        return common.CompiledTask(kind, small=small)
     return Task(kind, device, small=small)
 
 
