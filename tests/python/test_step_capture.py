@@ -329,3 +329,17 @@ def test_other_threads_work_is_not_part_of_the_step():
     g.replay()
     g.replay()
     torch.testing.assert_close(x.cpu(), torch.full((2,), 2.0))
+
+
+def test_capture_in_fused_eager_sees_pending_eager_writes():
+    a = torch.arange(4.0, device="tpu")
+    with torch.tpu.set_eager_mode("DEFER_AND_FUSE"):
+        g = torch.tpu.TPUGraph()
+        with torch.tpu.graph(g):
+            a.mul_(2)
+        assert torch.tpu.get_eager_mode() == torch.tpu.EagerMode.DEFER_AND_FUSE
+        a.add_(1)  # pending in Fused Eager's recording when the replay reads it
+        g.replay()
+        a.add_(1)
+        g.replay()
+    torch.testing.assert_close(a.cpu(), ((torch.arange(4.0) + 1) * 2 + 1) * 2)
