@@ -241,12 +241,14 @@ def test_optimizer_with_host_step_count_is_refused():
     assert not torch.tpu.is_current_stream_capturing()
 
 
-def test_torch_accelerator_graph_and_reset():
+def test_torch_accelerator_graph_and_reset(tmp_path):
     x = torch.zeros(3, device="tpu")
     g = torch.accelerator.Graph()
     with g:
         x += 1
     torch.testing.assert_close(x.cpu(), torch.zeros(3))  # captured, not run
+    g.debug_dump(str(tmp_path / "step.mlir"))
+    assert "stablehlo.add" in (tmp_path / "step.mlir").read_text()
     for k in range(1, 4):
         g.replay()
         torch.testing.assert_close(x.cpu(), torch.full((3,), float(k)))
