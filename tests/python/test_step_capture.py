@@ -345,3 +345,17 @@ def test_capture_in_fused_eager_sees_pending_eager_writes():
         a.add_(1)
         g.replay()
     torch.testing.assert_close(a.cpu(), ((torch.arange(4.0) + 1) * 2 + 1) * 2)
+
+
+def test_misuse_raises_clear_errors():
+    g = torch.tpu.TPUGraph()
+    with pytest.raises(RuntimeError, match="not capturing"):
+        g.capture_end()
+    x = torch.ones(4, device="tpu")
+    with torch.tpu.graph(g):
+        x.mul_(3)
+    x.untyped_storage().resize_(0)  # the step's input freed under the graph
+    with pytest.raises(RuntimeError, match="freed, resized"):
+        g.replay()
+    y = torch.ones(2, device="tpu")
+    assert (y * 2).sum().item() == 4.0
