@@ -177,8 +177,10 @@ std::shared_ptr<StepGraph> StepGraph::end() {
   engine::Program p;
   try {
     p = e.flush_program(engine::FlushCause::kCaptureEnd, /*with_text=*/true);
-  } catch (...) {
+  } catch (...) {  // a compile error: the step's values carry it
     finish(e, c);
+    c.noted.clear();
+    c.index.clear();
     throw;
   }
   finish(e, c);
