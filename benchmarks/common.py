@@ -187,7 +187,7 @@ class Task:
     """A model, its AdamW optimizer and a fixed batch; step() is one training
     step (forward, cross-entropy, backward, optimizer step) with no host read."""
 
-    def __init__(self, kind, device, small=False):
+    def __init__(self, kind, device, small=False, capturable=False):
         self.attention = None
         if kind == "transformer":
             self.attention = "sdpa" if sdpa_works() else "explicit"
@@ -197,6 +197,9 @@ class Task:
             x, y = quickstart_data(n=128 if small else 4096)
             idx = torch.arange(32 if small else 128)
             self.x, self.y = x[idx], y[idx]
+        elif kind == "trivial":  # device work next to nothing: a step's cost is its host cost
+            self.model = nn.Linear(4, 4)
+            self.x, self.y = torch.randn(2, 4), torch.tensor([0, 3])
         elif kind == "transformer":
             vocab, seq = 256, (8 if small else 32)
             self.model = TinyTransformer(vocab=vocab, dim=32 if small else 64,
@@ -209,7 +212,9 @@ class Task:
             raise ValueError(f"unknown model {kind!r}")
         self.model.to(device)
         self.x, self.y = self.x.to(device), self.y.to(device)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=1e-2)
+        # capturable: the step count on the device, as a captured step needs.
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=1e-2,
+                                     capturable=capturable)
         self.loss = None
 
     def step(self):
@@ -230,6 +235,40 @@ class Task:
         for state in self.opt.state.values():
             out += [v for v in state.values() if isinstance(v, torch.Tensor)]
         return out
+
+
+class CapturedTask:
+    """A tpu Task whose step is captured once (torch.tpu.graph) after
+    `warmup` eager steps; step() replays it: one program, no dispatch."""
+
+    def __init__(self, kind, small=False, warmup=1):
+        self.task = Task(kind, torch.device("tpu"), small=small, capturable=True)
+        for _ in range(warmup):
+            self.task.step()
+        self.graph = torch.tpu.TPUGraph()
+        with torch.tpu.graph(self.graph):
+            self.task.step()
+
+    def step(self):
+        self.graph.replay()
+
+    @property
+    def loss(self):
+        return self.task.loss
+
+
+class CompiledTask:
+    """A tpu Task whose whole step (forward, loss, zero_grad, backward,
+    optimizer step) runs through torch.compile(backend="tpu"); AdamW with
+    capturable=True (a host step count would be a new graph every step)."""
+
+    def __init__(self, kind, small=False):
+        self.task = Task(kind, torch.device("tpu"), small=small, capturable=True)
+        self.step = torch.compile(self.task.step, backend="tpu")
+
+    @property
+    def loss(self):
+        return self.task.loss
 
 
 # --- CPU memory -----------------------------------------------------------

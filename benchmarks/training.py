@@ -1,4 +1,4 @@
-"""Training-step throughput and peak memory: Strict Eager, Fused Eager, CPU.
+"""Training-step throughput and peak memory: Strict Eager, Fused Eager, captured replay, CPU.
 
     python benchmarks/training.py [--steps 50] [--repeats 5] [--warmup 3]
                                   [--hit-steps 100] [--smoke]
@@ -9,13 +9,23 @@ LayerNorm, cross-entropy, AdamW). A step is forward, loss, zero_grad,
 backward, optimizer.step(), with no host read; steps/s is the median over
 --repeats runs of --steps steps (each ending in a synchronize), after --warmup
 steps that are not timed; the modes take turns run by run. Modes: Strict,
-Fused, Fused with deferred lowering off ("fused-lowering"), CPU eager. Peak memory: torch.tpu.max_memory_allocated() over
+Fused, Fused with deferred lowering off ("fused-lowering"), the whole step
+through torch.compile(backend="tpu") ("compiled"), captured replay
+(the step captured once with torch.tpu.graph after one eager step, then
+`replay()`: one program per step, no dispatch; AdamW with capturable=True
+in both),
+CPU eager. Peak memory: torch.tpu.max_memory_allocated() over
 steps after warm-up; on CPU, the peak of live tensor storage over one step.
+Host cost per step: process CPU time and wall time per step of each mode on
+a trivial model (Linear(4, 4), batch 2), whose device work is next to
+nothing, over --host-steps steps.
 Then, in Fused Eager, a --hit-steps loop records the compile-cache hit rate
 per step (hits / (hits + misses)) and torch_tpu.metrics_report().
 Writes results/training.json and results/training.md.
 """
 import common  # noqa: F401  (first: sets the cache environment before torch)
+
+import time
 
 import torch
 import torch_tpu
@@ -25,7 +35,8 @@ from common import Task, median, now, ratio, set_mode, table, write_results
 MODELS = ("mlp", "transformer")
 # "fused-lowering": Fused Eager lowering every op as it is recorded (deferred
 # lowering off), to show what deferral buys.
-MODE_ORDER = ("strict", "fused", "fused-lowering", "cpu")
+MODE_ORDER = ("strict", "fused", "fused-lowering", "compiled", "captured", "cpu")
+HOST_COST_MODES = ("strict", "fused", "compiled", "captured", "cpu")
 
 
 def steps_per_second(task, device, steps):
@@ -37,11 +48,21 @@ def steps_per_second(task, device, steps):
 
 
 def enter(mode):
-    """Sets the eager mode (and deferral) for `mode`; returns the device."""
+    """Sets the eager mode (and deferral) for `mode`; returns the device. A
+    replay runs the same in any eager mode: "captured" leaves Strict set."""
     if mode == "cpu":
         return common.set_mode("cpu")
     torch_tpu._C._set_defer_lowering(mode != "fused-lowering")
-    return common.set_mode("fused" if mode.startswith("fused") else mode)
+    return common.set_mode("fused" if mode.startswith("fused") else
+                           "strict" if mode in ("captured", "compiled") else mode)
+
+
+def make_task(kind, mode, device, small):
+    if mode == "captured":
+        return common.CapturedTask(kind, small=small)
+    if mode == "compiled":
+        return common.CompiledTask(kind, small=small)
+    return Task(kind, device, small=small)
 
 
 def peak_bytes(kind, mode, args):
@@ -49,7 +70,7 @@ def peak_bytes(kind, mode, args):
     torch.tpu.max_memory_allocated() over steps after warm-up; on CPU, the
     peak of live tensor storage over one step."""
     device = enter(mode)
-    task = Task(kind, device, small=args.smoke)
+    task = make_task(kind, mode, device, args.smoke)
     for _ in range(args.warmup):
         task.step()
     common.sync(device)
@@ -63,7 +84,7 @@ def measure(kind, args):
     tasks, devices = {}, {}
     for mode in MODE_ORDER:
         devices[mode] = enter(mode)
-        tasks[mode] = Task(kind, devices[mode], small=args.smoke)
+        tasks[mode] = make_task(kind, mode, devices[mode], args.smoke)
     # Two warm-up rounds, taking turns as the timed runs do: a Fused step
     # right after another mode's flush ends its first program elsewhere (the
     # loop detection starts over), and that program compiles once too.
@@ -94,7 +115,37 @@ def measure(kind, args):
     paired = [f / s for f, s in zip(rates["fused"], rates["strict"])]
     rows.append({"model": kind, "mode": "fused / strict", "ratio_median": median(paired),
                  "ratios": paired})
+    paired = [c / p for c, p in zip(rates["captured"], rates["cpu"])]
+    rows.append({"model": kind, "mode": "captured / cpu", "ratio_median": median(paired),
+                 "ratios": paired})
     return rows
+
+
+def host_cost(args):
+    """Per mode, process CPU time and wall time per step of the trivial
+    model (its device work is next to nothing), the modes taking turns."""
+    tasks = {}
+    for mode in HOST_COST_MODES:
+        device = enter(mode)
+        tasks[mode] = make_task("trivial", mode, device, small=True)
+        for _ in range(args.warmup + 2):
+            tasks[mode].step()
+        common.sync(device)
+    cpu_us = {mode: [] for mode in HOST_COST_MODES}
+    wall_us = {mode: [] for mode in HOST_COST_MODES}
+    for _ in range(args.repeats):
+        for mode in HOST_COST_MODES:
+            device = enter(mode)
+            start_cpu, start = time.process_time(), now()
+            for _ in range(args.host_steps):
+                tasks[mode].step()
+            common.sync(device)
+            cpu_us[mode].append((time.process_time() - start_cpu) / args.host_steps * 1e6)
+            wall_us[mode].append((now() - start) / args.host_steps * 1e6)
+    enter("strict")
+    return [{"mode": mode, "cpu_us_per_step": median(cpu_us[mode]),
+             "wall_us_per_step": median(wall_us[mode]), "all_cpu_us": cpu_us[mode]}
+            for mode in HOST_COST_MODES]
 
 
 def cache_hit_loop(kind, args):
@@ -125,7 +176,7 @@ def cache_hit_loop(kind, args):
             "metrics": torch_tpu.metrics(), "metrics_report": report}
 
 
-def markdown(rows, hits, args):
+def markdown(rows, hits, host, args):
     by = {(r["model"], r["mode"]): r for r in rows}
     out = [f"Training step, median of {args.repeats} x {args.steps} steps after "
            f"{args.warmup} warm-up steps, the modes taking turns; fused / strict is the "
@@ -140,8 +191,9 @@ def markdown(rows, hits, args):
             body.append([kind, mode, f"{r['steps_per_s']:.1f}",
                          f"{ratio(r['steps_per_s'], cpu['steps_per_s']):.2f}x",
                          f"{r['peak_bytes'] / 2**20:.2f}", f"{r['final_loss']:.4f}"])
-        paired = by[kind, "fused / strict"]
-        body.append([kind, "**fused / strict**", f"{paired['ratio_median']:.2f}x", "", "", ""])
+        for pair in ("fused / strict", "captured / cpu"):
+            paired = by[kind, pair]
+            body.append([kind, f"**{pair}**", f"{paired['ratio_median']:.2f}x", "", "", ""])
     out.append(table(["model", "mode", "steps/s", "vs CPU", "peak MiB", "loss"], body))
     out.append(f"\nFused Eager compile-cache hit rate, {args.hit_steps}-step loop "
                f"(after {args.warmup} warm-up steps)\n")
@@ -149,6 +201,12 @@ def markdown(rows, hits, args):
                      [[h["model"], h["hits_after_warmup"], h["misses_after_warmup"],
                        f"{h['hit_rate_after_warmup']:.3f}", h["last_step_with_a_miss"]]
                       for h in hits]))
+    out.append(f"\nHost cost per step: trivial model (Linear(4, 4), batch 2), median of "
+               f"{args.repeats} x {args.host_steps} steps; process CPU time includes the "
+               f"XLA:CPU device work, which is next to nothing here\n")
+    out.append(table(["mode", "CPU us/step", "wall us/step"],
+                     [[h["mode"], f"{h['cpu_us_per_step']:.1f}", f"{h['wall_us_per_step']:.1f}"]
+                      for h in host]))
     return "\n".join(out)
 
 
@@ -158,21 +216,23 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--hit-steps", type=int, default=100)
+    p.add_argument("--host-steps", type=int, default=200)
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     args = p.parse_args()
     if args.smoke:
-        args.steps, args.repeats, args.warmup, args.hit_steps = 1, 1, 1, 2
+        args.steps, args.repeats, args.warmup, args.hit_steps, args.host_steps = 1, 1, 1, 2, 2
         args.models = ["mlp"]
 
     rows = [row for kind in args.models for row in measure(kind, args)]
     hits = [cache_hit_loop(kind, args) for kind in args.models]
+    host = host_cost(args)
     attention = ("F.scaled_dot_product_attention" if common.sdpa_works() else
                  "explicit softmax (F.scaled_dot_product_attention fails on tpu)")
-    md = markdown(rows, hits, args) + f"\n\nTransformer attention: {attention}.\n"
+    md = markdown(rows, hits, host, args) + f"\n\nTransformer attention: {attention}.\n"
     write_results(args.out, "training",
                   {"steps": args.steps, "repeats": args.repeats, "warmup": args.warmup,
                    "smoke": args.smoke, "transformer_attention": attention, "rows": rows,
-                   "cache_hit_loops": hits}, md)
+                   "cache_hit_loops": hits, "host_cost": host}, md)
 
 
 if __name__ == "__main__":

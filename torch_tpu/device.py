@@ -250,6 +250,9 @@ from .streams import (  # noqa: E402,F401
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
 )
 from .transfers import TransferFuture, batch_to_device, batch_to_host  # noqa: E402,F401
+from .graphs import (  # noqa: E402,F401
+    TPUGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables,
+)
 
 
 class _DeviceModule(types.ModuleType):

@@ -106,7 +106,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     auto guard = e.lock();
     if (self.device() != dst.device()) {
       // Across tpu devices: through the host.
-      copy_from_cpu(dst, to_cpu(self));
+      copy_from_cpu(dst, to_cpu(self, "aten::copy_ (across tpu devices)"));
       return dst;
     }
     e.begin(dst.device().index());
@@ -120,7 +120,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     copy_from_cpu(dst, self);
   } else {
     TORCH_CHECK(self.device().type() == kTpu, "copy_: unexpected devices");
-    dst.copy_(to_cpu(self));
+    dst.copy_(to_cpu(self, "aten::copy_ (to the host)"));
   }
   return dst;
 }
@@ -136,7 +136,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
-  return to_cpu(self).item();
+  return to_cpu(self, "aten::_local_scalar_dense (Tensor.item())").item();
 }
 
 // A conjugate-view source: PyTorch's conjugate fallback would resolve it

@@ -36,7 +36,7 @@ void append_mask(const at::Tensor& self, const at::Tensor& mask, int64_t dim, In
                       " does not match the shape of the indexed tensor ", self.sizes(),
                       " at index ", dim + k);
   }
-  at::Tensor host = mask.device().is_cpu() ? mask : to_cpu(mask);
+  at::Tensor host = mask.device().is_cpu() ? mask : to_cpu(mask, "boolean-mask indexing");
   at::Tensor places = host.to(at::kBool).nonzero();  // [count, mask.dim()]
   for (int64_t k = 0; k < mask.dim(); ++k)
     out.push_back(on_device(places.select(1, k).contiguous(), self));
@@ -122,7 +122,7 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
 // nonzero and friends: computed on the host and uploaded (the result is
 // small next to the mask, and its size is needed first anyway).
 at::Tensor nonzero_tensor(const at::Tensor& self) {
-  return to_cpu(self).nonzero().to(self.device());
+  return to_cpu(self, "aten::nonzero").nonzero().to(self.device());
 }
 
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
@@ -133,13 +133,13 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
 }
 
 at::Tensor nonzero_static_tensor(const at::Tensor& self, c10::SymInt size, int64_t fill_value) {
-  return at::nonzero_static(to_cpu(self), size.expect_int(), fill_value).to(self.device());
+  return at::nonzero_static(to_cpu(self, "aten::nonzero_static"), size.expect_int(), fill_value).to(self.device());
 }
 
 at::Tensor repeat_interleave_tensor(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
   std::optional<int64_t> n;
   if (output_size) n = output_size->expect_int();
-  return at::repeat_interleave(to_cpu(repeats), n).to(repeats.device());
+  return at::repeat_interleave(to_cpu(repeats, "aten::repeat_interleave"), n).to(repeats.device());
 }
 
 
@@ -156,7 +156,7 @@ at::Tensor bincount_tensor(const at::Tensor& self, const std::optional<at::Tenso
               "weights should be 1-d and have the same length as input");
   int64_t n = minlength;
   if (self.numel() > 0) {
-    at::Tensor host = to_cpu(self);
+    at::Tensor host = to_cpu(self, "aten::bincount");
     TORCH_CHECK(host.min().item<int64_t>() >= 0,
                 "bincount only supports 1-d non-negative integral inputs.");
     n = std::max(n, host.max().item<int64_t>() + 1);

@@ -7,6 +7,7 @@
 
 #include "../lowering/strided.h"
 #include "device.h"
+#include "step_capture.h"
 #include "storage.h"
 
 namespace torch_tpu::aten {
@@ -137,6 +138,7 @@ bool whole_and_contiguous(const at::Tensor& t, const StorageState& st) {
 }  // namespace
 
 hlo::Value read(engine::Engine& e, const at::Tensor& t) {
+  note_storage(t.storage());
   StorageState& st = state_of(t);
   ElementType dtype = to_hlo(t.scalar_type());
   hlo::Value flat = flat_value(e, st, dtype);
@@ -147,6 +149,7 @@ hlo::Value read(engine::Engine& e, const at::Tensor& t) {
 
 void write(engine::Engine& e, const at::Tensor& t, hlo::Value v) {
   auto& b = e.builder();
+  note_storage(t.storage());
   StorageState& st = state_of(t);
   ElementType dtype = to_hlo(t.scalar_type());
   TORCH_CHECK(c10::IntArrayRef(v.shape()) == t.sizes(), "internal: writing ", v.type().str(),
@@ -228,6 +231,7 @@ class DeferredZeros final : public engine::DeferredOp {
 }  // namespace
 
 bool capture_read(engine::Engine& e, const at::Tensor& t, CapturedRead* r) {
+  note_storage(t.storage());
   StorageState& st = state_of(t);
   ElementType dtype = to_hlo(t.scalar_type());
   if (!st.value && e.deferring()) {
@@ -269,6 +273,7 @@ bool can_capture_write(const at::Tensor& t) {
 }
 
 CapturedWrite capture_write(engine::Engine& e, const at::Tensor& t) {
+  note_storage(t.storage());
   StorageState& st = state_of(t);
   CapturedWrite w;
   w.dtype = to_hlo(t.scalar_type());
@@ -290,6 +295,7 @@ void replay_write(engine::Engine& e, const CapturedWrite& w, hlo::Value v) {
 engine::ValuePtr flat_value(const at::Tensor& src) {
   auto& e = engine::Engine::get();
   auto guard = e.lock();
+  note_storage(src.storage());
   StorageState& st = state_of(src);
   ElementType dtype = to_hlo(src.scalar_type());
   Strided view = view_of(src);
@@ -308,6 +314,7 @@ void assign(const at::Tensor& dst, const engine::ValuePtr& flat) {
   StorageState& st = state_of(dst);
   ElementType dtype = to_hlo(dst.scalar_type());
   auto guard = e.lock();
+  note_storage(dst.storage());
   Strided view = view_of(dst);
   int64_t n = static_cast<int64_t>(st.nbytes / engine::element_size(dtype));
   if (view.offset == 0 && view.numel() == n && view.contiguous() &&
@@ -321,7 +328,8 @@ void assign(const at::Tensor& dst, const engine::ValuePtr& flat) {
   e.end("copy_from_cpu");
 }
 
-at::Tensor to_cpu(const at::Tensor& src) {
+at::Tensor to_cpu(const at::Tensor& src, const char* op) {
+  check_host_read(op);
   auto& e = engine::Engine::get();
   at::Tensor out = at::empty(src.sizes(), src.options().device(c10::kCPU));
   if (src.numel() == 0) return out;
@@ -368,6 +376,7 @@ void resize_storage(const c10::Storage& storage, size_t bytes) {
   if (bytes == st.nbytes) return;
   auto& e = engine::Engine::get();
   auto guard = e.lock();
+  note_storage(storage);
   if (st.value && bytes == 0) {
     st.value = nullptr;  // frees the device array; a regrown storage reads as zeros
   } else if (st.value) {

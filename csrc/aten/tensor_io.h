@@ -60,7 +60,8 @@ engine::ValuePtr flat_value(const at::Tensor& src);
 void assign(const at::Tensor& dst, const engine::ValuePtr& flat);
 
 // Host transfers (take the engine lock themselves).
-at::Tensor to_cpu(const at::Tensor& src);                // dense copy
+// `op` names the host read in the error a step capture raises for it.
+at::Tensor to_cpu(const at::Tensor& src, const char* op = "a copy to the host");  // dense copy
 void copy_from_cpu(const at::Tensor& dst, const at::Tensor& src);  // any layout
 
 // Resizes a tpu tensor (out= results): keeps contents that fit, zero-fills

@@ -34,26 +34,26 @@ void write_out(const at::Tensor& r, at::Tensor& out) {
 }
 
 Pair host_unique(const at::Tensor& self, bool sorted, bool inverse) {
-  return upload(at::_unique(to_cpu(self), sorted, inverse), self);
+  return upload(at::_unique(to_cpu(self, "aten::_unique"), sorted, inverse), self);
 }
 
 Triple host_unique2(const at::Tensor& self, bool sorted, bool inverse, bool counts) {
-  return upload(at::_unique2(to_cpu(self), sorted, inverse, counts), self);
+  return upload(at::_unique2(to_cpu(self, "aten::_unique2"), sorted, inverse, counts), self);
 }
 
 Triple host_unique_dim(const at::Tensor& self, int64_t dim, bool sorted, bool inverse,
                        bool counts) {
-  return upload(at::unique_dim(to_cpu(self), dim, sorted, inverse, counts), self);
+  return upload(at::unique_dim(to_cpu(self, "aten::unique_dim"), dim, sorted, inverse, counts), self);
 }
 
 Triple host_unique_consecutive(const at::Tensor& self, bool inverse, bool counts,
                           std::optional<int64_t> dim) {
-  return upload(at::unique_consecutive(to_cpu(self), inverse, counts, dim), self);
+  return upload(at::unique_consecutive(to_cpu(self, "aten::unique_consecutive"), inverse, counts, dim), self);
 }
 
 Triple host_unique_dim_consecutive(const at::Tensor& self, int64_t dim, bool inverse,
                                    bool counts) {
-  return upload(at::unique_dim_consecutive(to_cpu(self), dim, inverse, counts), self);
+  return upload(at::unique_dim_consecutive(to_cpu(self, "aten::unique_dim_consecutive"), dim, inverse, counts), self);
 }
 
 // out= variants: the functional result written into (and resizing) the outs.

@@ -379,7 +379,21 @@ Program Engine::flush_program(FlushCause cause, bool with_text) {
   return flush_current(cause, with_text);
 }
 
+void Engine::set_capture_guard(bool on) {
+  auto guard = lock();
+  guarded_ = on ? &mine() : nullptr;
+  guard_tripped_.clear();
+}
+
 Program Engine::flush_current(FlushCause cause, bool with_text) {
+  if (guarded_ != nullptr && r_ == guarded_) {
+    std::string why = std::string("a flush of the recording (") + name(cause) +
+                      ") during a step capture: a captured step runs as one program, so "
+                      "nothing in it may run part of it early (host reads, "
+                      "torch.tpu.synchronize(), stream events, eager-mode or device changes)";
+    if (guard_tripped_.empty()) guard_tripped_ = why;
+    throw pjrt::Error("tpu: " + why);
+  }
   Program p;
   p.device = r_->device;
   r_->loop.flushing(requested(cause));
@@ -425,7 +439,11 @@ Program Engine::flush_current(FlushCause cause, bool with_text) {
     if (r_->op_sites[i].site && !r_->op_sites[i].site->empty())
       site = r_->op_sites[i].site, first_op = r_->op_sites[i].op;
   std::string signature;
-  if (site) signature = RecompileWatcher::signature(*r_->builder, r_->op_sites);
+  // A captured graph or step is compiled once and its executable held and
+  // replayed directly (never looked up again, so a quick compile would never
+  // be upgraded): it is no reshaped recompilation, whatever its site ran.
+  if (site && cause != FlushCause::kCaptureEnd)
+    signature = RecompileWatcher::signature(*r_->builder, r_->op_sites);
   // Kept for the error message only: formatted if this program fails.
   std::vector<OpSite> sites = std::move(r_->op_sites);
   Mode mode = mode_;

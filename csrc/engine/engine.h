@@ -114,6 +114,13 @@ class Engine {
   // Donation of dead input buffers to the program (off while capturing graphs
   // whose inputs stay alive outside the engine's view).
   void set_donation(bool on) { donate_ = on; }
+  // Step capture (aten/step_capture.h): while on, any flush of the calling
+  // thread's recording throws instead (a host read, a synchronize, a mode
+  // or device change would cut the step into several programs), and the
+  // first such refusal is kept for capture_guard_tripped(). Turning it on or
+  // off clears that.
+  void set_capture_guard(bool on);
+  const std::string& capture_guard_tripped() const { return guard_tripped_; }
 
   // Runs this thread's pending program (if any). `cause` is counted in the
   // metrics (flush_cause.h).
@@ -290,6 +297,8 @@ class Engine {
   RecompileWatcher watcher_;
   std::function<void(const std::string&)> warn_;
   bool donate_ = true;
+  Recorder* guarded_ = nullptr;  // the capturing thread's recording (set_capture_guard)
+  std::string guard_tripped_;
 
   // Raises `message` (an error found at a host read or synchronize) naming
   // the ops of the first program that failed after its launch.

@@ -1,13 +1,18 @@
-// Bindings that pass tensors: graph capture for the torch.compile backend.
+// Bindings that pass tensors: graph capture for the torch.compile backend;
+// step capture (torch.tpu.graph) registers PyTorch's accelerator graph.
 // Kept apart from module.cc so only this file pays for torch's pybind casters.
 #include <torch/csrc/utils/pybind.h>
 
 #include "../aten/graph_capture.h"
+#include "../aten/step_capture.h"
 
 namespace py = pybind11;
 using torch_tpu::aten::CapturedGraph;
 
 void bind_capture(py::module& m) {
+  torch_tpu::aten::register_graph_impl();
+  m.def("_step_capture_active", &torch_tpu::aten::StepGraph::active);
+  m.def("_step_capture_abort", &torch_tpu::aten::StepGraph::abort);
   py::class_<CapturedGraph, std::shared_ptr<CapturedGraph>>(m, "CapturedGraph")
       .def("matches", &CapturedGraph::matches)
       .def("try_run", &CapturedGraph::try_run)

@@ -10,7 +10,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = {
     "eager_ops": ["rows"],
-    "training": ["rows", "cache_hit_loops"],
+    "training": ["rows", "cache_hit_loops", "host_cost"],
     "cold_warm": ["rows"],
     "quickstart_speed": ["add_latency_us", "quickstart_steps_per_s"],
     "soak": ["steps", "steps_per_s"],

@@ -1,0 +1,93 @@
+// Step capture: `torch.tpu.graph` / `torch.accelerator.Graph` on tpu. A step
+// (forward, backward, optimizer update, zero_grad) runs once with nothing
+// flushed (the engine in DEFER_ALL) and becomes ONE program. Which tensors
+// it reads and which it writes is not declared: the storages the step reads
+// or writes are noted as it records (tensor_io calls note_storage), so the
+// program's inputs are the contents of the storages it read and its outputs
+// the storages it rewrote. Replay passes their current device buffers and
+// points the rewritten storages at the results (static addresses, as with
+// CUDA graphs), with no PyTorch dispatch. As with CUDA graphs, capture
+// records the step without applying it: the storages it rewrote get their
+// contents from before the capture back.
+#pragma once
+
+#include <c10/core/Storage.h>
+#include <c10/macros/Macros.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+namespace torch_tpu::aten {
+
+namespace step_capture_detail {
+// Whether a capture runs (on some thread; the slow paths check which).
+extern std::atomic<bool> capturing;
+void note(const c10::Storage& storage);
+void refuse_host_read(const char* op);  // returns off the capturing thread
+void refuse_random();
+}  // namespace step_capture_detail
+
+inline bool any_capture() {
+  return C10_UNLIKELY(step_capture_detail::capturing.load(std::memory_order_relaxed));
+}
+
+// Called where a storage's contents are read or replaced (engine lock held),
+// before the change: a branch outside a capture. Only the capturing
+// thread's reads and writes are the step's.
+inline void note_storage(const c10::Storage& storage) {
+  if (any_capture()) step_capture_detail::note(storage);
+}
+// Called before a device value is read on the host for `op`: on the
+// capturing thread it raises, naming the op and its Python file:line.
+inline void check_host_read(const char* op) {
+  if (any_capture()) step_capture_detail::refuse_host_read(op);
+}
+
+// Called when a random op draws from a tpu generator: during a capture it
+// raises (its seed and offset would enter the program as constants, so
+// every replay would draw the capture's numbers).
+inline void check_random() {
+  if (any_capture()) step_capture_detail::refuse_random();
+}
+
+// One captured step.
+class StepGraph {
+ public:
+  // Starts capturing (pending work is flushed first). Throws if a capture is
+  // already running.
+  static void begin();
+  // Ends the capture begun here: compiles the step into one program, restores
+  // the storages it rewrote, and returns the graph.
+  static std::shared_ptr<StepGraph> end();
+  // Abandons the capture (after an exception): what was recorded runs
+  // eagerly, so the process is as if the step's ops ran without capture.
+  static void abort();
+  static bool active();
+
+  // Launches the program on the current contents of the step's inputs and
+  // points the storages it writes at the results.
+  void replay() const;
+  // The program's StableHLO text; its parameter and result counts; how many
+  // storages replay updates.
+  const std::string& text() const;
+  size_t num_inputs() const;
+  size_t num_updates() const;
+
+  struct Impl;
+  explicit StepGraph(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace torch_tpu::aten
+
+namespace torch_tpu::aten {
+
+// Registers the tpu implementation of PyTorch's accelerator graph interface
+// (`torch.accelerator.Graph`, `torch.tpu.TPUGraph`): step capture and replay
+// (graph_impl.cc). Called once the device type is named `tpu`.
+void register_graph_impl();
+
+}  // namespace torch_tpu::aten
