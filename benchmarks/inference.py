@@ -151,9 +151,9 @@ def main():
     p.add_argument("--config", help=argparse_suppress())
     p.add_argument("--part", help=argparse_suppress())
     p.add_argument("--configs", default=",".join(CONFIGS))
-    p.add_argument("--parts", default=",".join(PARTS),
-                   help="forward (GPT forward loop), generate / generate_static (8 new tokens, "
-                        "default / static cache), long / long_static (tokens/s over 64)")
+    p.add_argument("--parts", help="forward (GPT forward loop), generate / generate_static "
+                   "(8 new tokens, default / static cache), long / long_static (tokens/s over "
+                   "64); default: all (--smoke: one generate part per cache)")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     size = dict(vocab=64, dim=32, heads=2, layers=1, seq=16, batch=2, steps=4, warmup=2,
@@ -164,7 +164,9 @@ def main():
         print(json.dumps(child(args.config, args.part, size)))
         return
     rounds = 1 if args.smoke else args.rounds
-    names, parts = args.configs.split(","), args.parts.split(",")
+    names = args.configs.split(",")
+    parts = (args.parts or ",".join(["forward", "generate", "long_static"] if args.smoke
+                                    else PARTS)).split(",")
     runs = {part: {n: [] for n in names if runs_of(n, part)} for part in parts}
     for r in range(rounds):
         for part in parts:
