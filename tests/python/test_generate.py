@@ -77,6 +77,26 @@ def test_greedy_tokens_equal_cpu(models, mode, cache):
         assert _delta(before, after, "captures") == 0
 
 
+@pytest.mark.parametrize("cache", [None, "static"], ids=["default_cache", "static_cache"])
+def test_left_padded_batch_with_beam_search_equals_cpu(models, cache):
+    # Two prompts, the second left-padded (its mask's zeros reach the 4-D
+    # masks), greedy and with two beams (the cache reordered by beam).
+    cpu, tpu = models
+    ids = torch.randint(1, 128, (2, 8), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones(2, 8, dtype=torch.long)
+    ids[1, :3] = 0
+    mask[1, :3] = 0
+    with torch_tpu.set_eager_mode(MODES["fused"]):
+        for beams in (1, 2):
+            kwargs = dict(max_new_tokens=4, do_sample=False, pad_token_id=0, num_beams=beams)
+            if cache:
+                kwargs["cache_implementation"] = cache
+            with torch.no_grad():
+                expected = cpu.generate(ids, attention_mask=mask, **kwargs)
+                actual = tpu.generate(ids.to("tpu"), attention_mask=mask.to("tpu"), **kwargs)
+            assert torch.equal(actual.cpu(), expected)
+
+
 def test_explicit_tpu_compile_config_equals_cpu(models):
     cpu, tpu = models
     config = transformers.CompileConfig(backend="tpu", dynamic=False)
