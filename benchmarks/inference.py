@@ -77,13 +77,12 @@ def forward_loop(name, size):
 
 
 def tiny_llama(device):
+    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=128)
-    import torch
-
     torch.manual_seed(0)
     return LlamaForCausalLM(config).eval().to(device)
 
