@@ -117,18 +117,29 @@ def _compiles_of_first_generate(tpu, mode, new_tokens, cache):
     return tokens, _delta(before, after, "compiles")
 
 
-def test_static_cache_fused_generate_of_32_tokens_compiles_a_fixed_set_plus_two_small_programs_per_token(models):
+# Programs a first 32-token static-cache generate() compiles: 4 before the
+# prefill, the prefill, the captured decode graph and the first step's
+# bookkeeping, then per token two small Fused programs or four one-op Strict
+# programs (below).
+STATIC_32_TOKEN_COMPILES = {"fused": 7 + 2 * 31, "strict": 92 + 4 * 31}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_static_cache_generate_of_32_tokens_compiles_the_decode_step_once(models, mode):
     # The decode step is one captured graph for the whole generation. What
     # still compiles per token is generate()'s own bookkeeping, whose tensors
     # grow by one each step (input_ids and the 2-D attention mask, cat'ed in
-    # transformers' loop): one program up to the stop check's host read, one
-    # that builds the 4-D mask from the grown 2-D mask. Both are a few ops.
+    # transformers' loop): in Fused Eager one program up to the stop check's
+    # host read and one that builds the 4-D mask from the grown 2-D mask; in
+    # Strict the ops that read a grown tensor.
     cpu, tpu = models
-    tokens, compiles = _compiles_of_first_generate(tpu, "fused", 32, "static")
+    before = torch_tpu.compiler.compile_metrics()
+    tokens, compiles = _compiles_of_first_generate(tpu, mode, 32, "static")
+    after = torch_tpu.compiler.compile_metrics()
     assert tokens == generate(cpu, 32, "static")
-    # 4 before the prefill, the prefill, the captured decode graph, the first
-    # step's two bookkeeping programs and a mask program, then 2 per token.
-    assert compiles == 7 + 2 * 31
+    assert _delta(before, after, "captures") == 1
+    assert _delta(before, after, "replays") == 30
+    assert compiles == STATIC_32_TOKEN_COMPILES[mode]
 
 
 def test_default_cache_fused_generate_compiles_one_decode_program_per_token(models):
