@@ -53,6 +53,10 @@ from .compiler import export_stablehlo  # noqa: E402
 
 compiler.install_default_backend()
 
+from . import _inductor_codegen  # noqa: E402
+
+_inductor_codegen.install()
+
 from . import distributed  # noqa: E402
 
 distributed.register()

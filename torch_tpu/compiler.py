@@ -10,15 +10,13 @@ compile cache.
 As `torch.tpu.compiler` it also holds `custom_compiler_options` (the
 reference's XLA compile options, compiler_options.py).
 """
-import importlib.abc
-import importlib.util
-import sys
 import threading
 import warnings
 
 import torch
 
 from . import _C
+from ._import_hooks import after_import
 from .compiler_options import custom_compiler_options, current_compiler_options  # noqa: F401
 
 _graphs = []  # (name, StableHLO text) of captured graphs, newest last
@@ -200,35 +198,10 @@ def _set_default(registry):
         registry.set_default_backend(default_backend)
 
 
-class _DefaultBackendHook(importlib.abc.MetaPathFinder):
+def install_default_backend():
     """Sets the default backend when Dynamo's registry is first imported, so
     importing torch_tpu does not import Dynamo (seconds of start-up)."""
-
-    NAME = "torch._dynamo.backends.registry"
-
-    def find_spec(self, name, path, target=None):
-        if name != self.NAME:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_then_set(module):
-            exec_module(module)
-            _set_default(module)
-
-        spec.loader.exec_module = exec_then_set
-        return spec
-
-
-def install_default_backend():
-    registry = sys.modules.get(_DefaultBackendHook.NAME)
-    if registry is not None:
-        _set_default(registry)
-    elif not any(isinstance(f, _DefaultBackendHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _DefaultBackendHook())
+    after_import("torch._dynamo.backends.registry", _set_default)
 
 
 def export_stablehlo(exported, path=None) -> str:

@@ -1,0 +1,45 @@
+"""Inductor's code generator for `tpu` tensors where it cannot run.
+
+PyTorch's Inductor generates Pallas (JAX) kernels for the device type `tpu`.
+Without JAX installed, `torch.compile(backend="inductor")` on tpu tensors
+failed deep inside Inductor with `No module named 'jax'` after seconds of
+tracing (transformers' `CompileConfig()` names Inductor explicitly). Then we
+register, through Inductor's own per-device registry, a code generator whose
+first use raises one error saying what to do instead: `backend="tpu"`, which
+is also what the default backend picks for tpu tensors. With JAX installed,
+Inductor's Pallas path is left as it is.
+"""
+import importlib.util
+
+MESSAGE = (
+    'torch_tpu: torch.compile(backend="inductor") cannot compile a graph of tpu tensors '
+    "here: Inductor's code generator for tpu is its Pallas path, which needs JAX (not "
+    'installed). Use backend="tpu", or no backend= (the default backend compiles tpu '
+    "graphs with \"tpu\"); for transformers' generate(), leave compile_config unset or "
+    'pass CompileConfig(backend="tpu").')
+
+
+class NoInductorCodegen:
+    """Inductor's Scheduling and wrapper-codegen slots for `tpu`: any use raises."""
+
+    supports_caching = False
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(MESSAGE)
+
+    @classmethod
+    def create(cls, *args, **kwargs):
+        raise RuntimeError(MESSAGE)
+
+
+def _register(common):
+    if common.get_scheduling_for_device("tpu") is None:
+        common.register_backend_for_device("tpu", NoInductorCodegen, NoInductorCodegen)
+
+
+def install():
+    """At Inductor's first import, when JAX is absent (called at import of torch_tpu)."""
+    if importlib.util.find_spec("jax") is None:
+        from ._import_hooks import after_import
+
+        after_import("torch._inductor.codegen.common", _register)
