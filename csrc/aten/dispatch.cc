@@ -352,8 +352,44 @@ std::map<std::string, std::string> native_lowerings() {
 
 std::vector<std::string> native_ops() {
   std::vector<std::string> ops;
-  for (const auto& [op, lowering] : native_lowerings()) ops.push_back(op);
+  for (const auto& [op, lowering] : native_lowerings())
+    if (lowering.rfind("stablehlo:", 0) != 0) ops.push_back(op);  // not a user's kernel
   return ops;
+}
+
+void serve(torch::Library& m, const c10::OperatorHandle& h, const lowering::LoweringFn* fn,
+           const std::string& lowering_name, std::optional<c10::OperatorHandle> functional) {
+  auto& registry = lowering::Registry::get();
+  const auto& schema = h.schema();
+  Plan p;
+  p.fn = fn;
+  p.lowering = lowering_name;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (schema.arguments()[i].is_out()) {
+      p.mutated.push_back(i);
+      continue;
+    }
+    if (writes(schema.arguments()[i]) || writes_undeclared(schema, i)) p.mutated.push_back(i);
+    if (is_generator(schema.arguments()[i])) p.generators.push_back(i);
+    const std::string& arg = schema.arguments()[i].name();
+    if ((arg == "alpha" || arg == "beta") && registry.omits_unit_scales(lowering_name))
+      p.unit_scales.push_back(static_cast<int>(i));
+    if (schema.arguments()[i].real_type()->kind() == c10::TypeKind::FloatType &&
+        registry.float_input(lowering_name, arg))
+      p.float_inputs.push_back(i);
+    p.inputs.push_back(i);
+  }
+  p.implicit_generator = implicit_generator(schema);
+  p.checks = checks_for(schema);
+  p.functional = std::move(functional);
+  std::string name = full_name(schema.operator_name());
+  {
+    std::lock_guard<std::mutex> lock(g_plans_mu);
+    plans()[schema.operator_name()] = std::move(p);
+    served()[name] = lowering_name;
+  }
+  if (!register_unboxed(m, name.c_str(), h, plan_of(schema)))
+    m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
 }
 
 void register_lowered_ops(torch::Library& m, const std::string& ns) {
@@ -369,36 +405,7 @@ void register_lowered_ops(torch::Library& m, const std::string& ns) {
 
   auto add_plan = [&](const c10::OperatorHandle& h, const std::string& lowering_name,
                       std::optional<c10::OperatorHandle> functional = std::nullopt) {
-    const auto& schema = h.schema();
-    Plan p;
-    p.fn = registry.find(lowering_name);
-    p.lowering = lowering_name;
-    for (size_t i = 0; i < schema.arguments().size(); ++i) {
-      if (schema.arguments()[i].is_out()) {
-        p.mutated.push_back(i);
-        continue;
-      }
-      if (writes(schema.arguments()[i]) || writes_undeclared(schema, i)) p.mutated.push_back(i);
-      if (is_generator(schema.arguments()[i])) p.generators.push_back(i);
-      const std::string& arg = schema.arguments()[i].name();
-      if ((arg == "alpha" || arg == "beta") && registry.omits_unit_scales(lowering_name))
-        p.unit_scales.push_back(static_cast<int>(i));
-      if (schema.arguments()[i].real_type()->kind() == c10::TypeKind::FloatType &&
-          registry.float_input(lowering_name, arg))
-        p.float_inputs.push_back(i);
-      p.inputs.push_back(i);
-    }
-    p.implicit_generator = implicit_generator(schema);
-    p.checks = checks_for(schema);
-    p.functional = std::move(functional);
-    std::string name = full_name(schema.operator_name());
-    {
-      std::lock_guard<std::mutex> lock(g_plans_mu);
-      plans()[schema.operator_name()] = std::move(p);
-      served().emplace(name, lowering_name);
-    }
-    if (!register_unboxed(m, name.c_str(), h, plan_of(schema)))
-      m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&lowered_kernel>());
+    serve(m, h, registry.find(lowering_name), lowering_name, std::move(functional));
   };
 
   for (const c10::OperatorName& opname : dispatcher.getAllOpNames()) {

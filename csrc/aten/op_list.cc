@@ -43,9 +43,13 @@ void KernelList::note(const char* name) {
 std::vector<OpRow> op_list() {
   const auto& registry = lowering::Registry::get();
   std::vector<OpRow> rows;
-  for (const auto& [op, lowering] : native_lowerings())
-    rows.push_back({op, op == lowering ? "lowered" : "derived", registry.family(lowering),
-                    lowering, "PrivateUse1"});
+  for (const auto& [op, lowering] : native_lowerings()) {
+    if (lowering.rfind("stablehlo:", 0) == 0)  // a user's kernel (custom_kernels.h)
+      rows.push_back({op, "user", "stablehlo", lowering, "PrivateUse1"});
+    else
+      rows.push_back({op, op == lowering ? "lowered" : "derived", registry.family(lowering),
+                      lowering, "PrivateUse1"});
+  }
   {
     std::lock_guard<std::mutex> lock(g_mu);
     rows.insert(rows.end(), noted().begin(), noted().end());

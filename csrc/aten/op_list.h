@@ -22,6 +22,8 @@ struct OpRow {
   // collective: a c10d op PyTorch registers for every backend;
   // pytorch: an op a PyTorch module registers for every backend once it is
   // imported (FSDP2's `fsdp::` copy-in/out);
+  // user: a user's StableHLO kernel (custom_kernels.h; left out of the
+  // coverage counts and docs/ops.md);
   // fallback: every other op (NotImplementedError, or the CPU).
   std::string kind;
   std::string family;    // the lowering file ("elementwise") or aten file ("host_ops")

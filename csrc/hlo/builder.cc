@@ -174,6 +174,7 @@ void Builder::clear() {
   results_.clear();
   donated_.clear();
   checks_.clear();
+  kernels_.clear();
   num_ops_ = 0;
   running_ = kEmptyDigest;
 }
@@ -278,6 +279,21 @@ Value Builder::emit_like(std::string_view name, std::initializer_list<Value> ope
 Values Builder::op(std::string_view name, const Values& operands,
                    const std::vector<TensorType>& result_types, std::string attributes) {
   return emit(name, operands, result_types, std::move(attributes));
+}
+
+Values Builder::call(const KernelPtr& kernel, const Values& args) {
+  if (args.size() != kernel->parameters.size())
+    throw TypeError("the kernel @" + kernel->entry + " takes " +
+                    std::to_string(kernel->parameters.size()) + " tensors, called with " +
+                    std::to_string(args.size()));
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].type() != kernel->parameters[i])
+      throw TypeError("the kernel's parameter " + std::to_string(i) + " is " +
+                      kernel->parameters[i].str() + ", called with " + args[i].type().str());
+  bool known = std::any_of(kernels_.begin(), kernels_.end(),
+                           [&](const KernelPtr& k) { return k->entry == kernel->entry; });
+  if (!known) kernels_.push_back(kernel);
+  return emit("func.call", args, kernel->results, "{callee = @" + kernel->entry + "}");
 }
 
 int Builder::region(const std::vector<TensorType>& arg_types, const RegionFn& body) {
@@ -967,7 +983,9 @@ std::string Builder::module() const {
     out += i ? ", %" : "%";
     out += std::to_string(results_[i].id());
   }
-  out += ") : (" + type_list(result_types) + ") -> ()\n  }\n}\n";
+  out += ") : (" + type_list(result_types) + ") -> ()\n  }\n";
+  for (const KernelPtr& k : kernels_) out += k->functions + "\n";
+  out += "}\n";
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernel.h"
 #include "types.h"
 
 namespace torch_tpu::hlo {
@@ -268,6 +269,12 @@ class Builder {
   Value collective_permute(Value x, const std::vector<std::pair<int64_t, int64_t>>& pairs);
   Value replica_id();  // tensor<ui32>
 
+  // ---- custom kernels ------------------------------------------------------
+  // Calls a user's StableHLO function (kernel.h) on `args`, whose types must
+  // be its parameters' (TypeError naming the mismatch otherwise); the
+  // kernel's functions are printed into the module once.
+  Values call(const KernelPtr& kernel, const Values& args);
+
   // Escape hatch for ops without a method yet: explicit result types and
   // pre-formatted attributes ("{...}" or "").
   Values op(std::string_view name, const Values& operands,
@@ -342,6 +349,7 @@ class Builder {
   Values params_, results_;
   std::vector<bool> donated_;
   std::vector<Check> checks_;
+  std::vector<KernelPtr> kernels_;  // called by this program, each once
   bool checks_enabled_ = true;
   int64_t check_tag_ = 0;
   size_t num_ops_ = 0;

@@ -39,6 +39,7 @@ void bind_distributed(py::module& m);  // distributed_bindings.cc
 void bind_compiler_options(py::module& m);  // compiler_bindings.cc
 void bind_profiler(py::module& m);  // profiler_bindings.cc
 void bind_batch_transfer(py::module& m);  // batch_transfer_bindings.cc
+void bind_kernels(py::module& m);   // kernel_bindings.cc
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native runtime";
@@ -47,6 +48,7 @@ PYBIND11_MODULE(_C, m) {
   bind_compiler_options(m);
   bind_profiler(m);
   bind_batch_transfer(m);
+  bind_kernels(m);
   py::register_exception<torch_tpu::pjrt::Error>(m, "RuntimeError", PyExc_RuntimeError);
   // Out of memory is torch.OutOfMemoryError, as on CUDA: the engine raises
   // it through this handler, ATen's Python bindings translate the c10 type,

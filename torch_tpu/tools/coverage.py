@@ -176,7 +176,7 @@ def _base(name):
 def op_list():
     """The C++ op list (csrc/aten/op_list.h), one dict per tpu kernel: op,
     kind (lowered, derived, host-synced, core, composite, collective, pytorch,
-    fallback), family (the file that lowers or registers it), lowering (the
+    user — a StableHLO kernel registered through torch_tpu.library —, fallback), family (the file that lowers or registers it), lowering (the
     registry entry serving a lowered or derived op) and dispatch key."""
     import torch_tpu
     fields = ("op", "kind", "family", "lowering", "key")
@@ -193,7 +193,8 @@ def registrations(rows=None):
     """Distinct PrivateUse1 overloads, and the distinct operator base names
     served natively (lowered, derived and host-synced), from the op list."""
     rows = op_list() if rows is None else rows
-    overloads = {r["op"] for r in rows if r["key"] == "PrivateUse1" and r["kind"] != "fallback"}
+    overloads = {r["op"] for r in rows
+                 if r["key"] == "PrivateUse1" and r["kind"] not in ("fallback", "user")}
     native = {_base(r["op"]) for r in rows if r["kind"] in NATIVE_KINDS}
     return overloads, native
 
