@@ -90,9 +90,8 @@ def mark_dynamic(tensor, dim, lower=None, upper=None):
     `upper` (the reference's `torch.tpu.mark_dynamic`). torch.compile traces
     them symbolically (as `torch._dynamo.mark_dynamic(tensor, dim, min=lower,
     max=upper)`), and the tpu backend compiles one program per bucket of the
-    range. Returns the tensor, or for a tpu tensor a view of the same values
-    whose storage is already padded to its bucket, so that compiled graphs
-    take it without a copy."""
+    range. Returns the tensor. (It stays contiguous: a view into a padded
+    storage would give Dynamo a stride that varies with the bucket.)"""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"torch.tpu.mark_dynamic: expected a tensor, got {type(tensor).__name__}")
     dims = [dim] if isinstance(dim, int) else list(dim)
@@ -112,15 +111,8 @@ def mark_dynamic(tensor, dim, lower=None, upper=None):
         if (lower is not None and n < lower) or (upper is not None and n > upper):
             raise ValueError(f"torch.tpu.mark_dynamic: dimension {d} has size {n}, outside "
                              f"[{lower}, {upper}]: widen the bounds")
-    out = tensor
-    if tensor.device.type == "tpu" and upper is not None:
-        shape = list(tensor.shape)
-        for d in dims:
-            shape[d] = bucket_of(shape[d], lower or 1, upper, *check_options(None))
-        out = pad(tensor, tuple(shape), count=False)
-        out = out.as_strided(tensor.shape, _strides(shape), 0)
-    torch._dynamo.mark_dynamic(out, dims, min=lower, max=upper)
-    return out
+    torch._dynamo.mark_dynamic(tensor, dims, min=lower, max=upper)
+    return tensor
 
 
 # ---- padding ---------------------------------------------------------------------
@@ -142,26 +134,38 @@ def host_pads():
     return _host_pads[0]
 
 
-def pad(t, shape, count=True):
+def _dense_like(t, shape):
+    """Strides of `shape` laid out densely in t's dimension order (by
+    stride; size-1 dimensions get stride 1, so that they never make two
+    layouts of one bucket differ), or None when t is not laid out so."""
+    order = sorted((d for d in range(t.dim()) if shape[d] > 1), key=lambda d: t.stride(d))
+    strides, step = [1] * t.dim(), 1
+    for d in order:
+        strides[d] = step
+        step *= shape[d]
+    if any(t.stride(d) != strides[d] for d in range(t.dim()) if t.shape[d] > 1):
+        return None
+    return tuple(strides)
+
+
+def pad(t, shape):
     """`t` as a tensor of `shape` (each size >= t's) holding t's values at
-    the front of each dimension: a view when t already is the valid part of
-    such a padded tensor (a bucketed graph's result), else a copy padded on
-    the host (padding values are never read)."""
+    the front of each dimension, in one layout per bucket: a view when t
+    already is the valid part of such a padded tensor (a bucketed graph's
+    result, in whatever dimension order it was laid out), else a copy padded
+    on the host (padding values are never read)."""
     shape = tuple(shape)
-    if tuple(t.shape) == shape:
-        return t
-    strides = _strides(shape)
-    numel = math.prod(shape)
-    if (t.storage_offset() == 0 and all(s == strides[d] or t.shape[d] <= 1
-                                        for d, s in enumerate(t.stride()))
-            and t.untyped_storage().nbytes() >= numel * t.element_size()):
-        return t.as_strided(shape, strides, 0)
-    if count:
-        _host_pads[0] += 1
+    strides = _dense_like(t, shape)
+    if strides is not None:
+        need = t.storage_offset() + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
+        if t.untyped_storage().nbytes() >= need * t.element_size():
+            return t.as_strided(shape, strides, t.storage_offset())
+    _host_pads[0] += 1
     host = t.cpu()
     out = torch.zeros(shape, dtype=t.dtype)
     out[tuple(slice(0, n) for n in t.shape)] = host
-    return out.to(t.device)
+    out = out.to(t.device)
+    return out.as_strided(shape, _dense_like(out, shape), 0)
 
 
 # ---- which graphs are bucketed -------------------------------------------------
@@ -185,6 +189,7 @@ _SAFE = {
     "sum", "t", "tanh", "tanh_backward", "threshold_backward", "transpose", "tril", "triu",
     "unsqueeze", "view", "_unsafe_view", "reshape", "where", "zeros", "zeros_like", "_to_copy",
     "_softmax", "_softmax_backward_data", "_log_softmax", "_log_softmax_backward_data",
+    "_safe_softmax", "isneginf", "isinf", "isnan", "logical_xor", "sign", "expm1", "square",
     "_scaled_dot_product_flash_attention_for_cpu",
     "_scaled_dot_product_flash_attention_for_cpu_backward",
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
@@ -199,6 +204,13 @@ _SCALAR_TO_TENSOR = {
 }
 _SYM_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg,
             operator.mod, torch.sym_max, torch.sym_min, operator.getitem}
+
+
+def _finite_int(v):
+    try:
+        return int(v) if v.is_number and bool(v.is_finite) else None
+    except (TypeError, AttributeError, ValueError):
+        return None
 
 
 def _val(n):
@@ -229,6 +241,44 @@ def _check_dims(node, t, dims):
             raise Refused(f"{node.target} along a varying dimension")
 
 
+def _prefixes(shape):
+    out, p = [], sympy.Integer(1)
+    for e in shape:
+        out.append(p)
+        p = p * e
+    return out
+
+
+def _same(a, b):
+    return sympy.expand(a - b) == 0
+
+
+def _reshape_keeps_offsets(a, o):
+    """Whether every varying dimension of `a` starts a dimension of `o` at the
+    same linear offset (and the other way round). XLA moves the valid elements
+    of a varying dimension together when a reshape merges it with a dimension
+    before it, and a later split cannot put them back: [b, n, d] -> [b*n, d]
+    is refused for b > 1, [1, n, d] -> [n, d] and [4, n, 8] -> [2, 2, n, 8]
+    are fine."""
+    pa, po = _prefixes(a), _prefixes(o)
+    for x, y, px, py in ((a, o, pa, po), (o, a, po, pa)):
+        for i, e in enumerate(x):
+            if e.free_symbols and not any(
+                    _same(px[i], py[j]) and y[j].free_symbols for j in range(len(y))):
+                return False
+    return True
+
+
+def _leading(shape):
+    """Whether only dims of size 1 come before the first varying one."""
+    for e in shape:
+        if e.free_symbols:
+            return True
+        if e != 1:
+            return False
+    return True
+
+
 def _check_node(node):
     target = node.target
     if target in _SYM_OPS or (getattr(target, "__module__", "") or "").startswith("torch.fx.experimental"):
@@ -244,7 +294,18 @@ def _check_node(node):
         raise Refused(f"{target} is not known to be exact over padded dimensions")
     args = node.args
     x = _val(args[0]) if args else None
-    if name == "slice":
+    if name in ("view", "_unsafe_view", "reshape"):
+        out = _val(node)
+        if not _reshape_keeps_offsets(_shape_exprs(x), _shape_exprs(out)):
+            raise Refused(f"a reshape merges or splits a varying dimension with one before it "
+                          f"({list(x.shape)} -> {list(out.shape)}); only a leading varying "
+                          f"dimension can be merged (e.g. batch 1, or the length first)")
+    elif name == "embedding":
+        idx = _val(args[1])
+        if not _leading(_shape_exprs(idx)):
+            raise Refused(f"embedding indices {list(idx.shape)} vary in a dimension after "
+                          f"another (only a leading varying dimension is exact)")
+    elif name == "slice":
         dim = args[1] if len(args) > 1 else 0
         start = args[2] if len(args) > 2 else None
         end = args[3] if len(args) > 3 else None
@@ -338,9 +399,10 @@ class Plan:
         if self.shape_env is not None:
             r = self.shape_env.var_to_range.get(symbol)
             if r is not None:
-                lo, hi = r.lower, r.upper
-                lower = int(lo) if lo.is_number and lo.is_finite else 1
-                upper = int(hi) if hi.is_number and hi.is_finite and int(hi) < 2 ** 31 else None
+                lower = max(1, _finite_int(r.lower) or 1)
+                upper = _finite_int(r.upper)
+                if upper is not None and upper >= 2 ** 31:
+                    upper = None
         return lower, upper
 
     def _rewrite(self, gm):
@@ -380,6 +442,8 @@ class Plan:
                     new_args[k] = size_input(_expr(_val(a)))
                     node.target = _SCALAR_TO_TENSOR[target]
             node.args = tuple(new_args)
+            if target is aten.embedding_dense_backward.default:
+                self._mask_scatter_rows(graph, node, size_input)
             if target in (aten.mean.dim, aten.mean.default):
                 x = _val(node.args[0])
                 dims = node.args[1] if target is aten.mean.dim and len(node.args) > 1 else None
@@ -401,6 +465,28 @@ class Plan:
         graph.lint()
         new_gm.recompile()
         return new_gm
+
+    @staticmethod
+    def _mask_scatter_rows(graph, node, size_input):
+        """embedding_dense_backward scatters every row of its gradient, and
+        XLA masks no scatter: the rows past each varying index dimension's
+        length are zeroed first (a select, so garbage there never leaks)."""
+        grad, idx = node.args[0], node.args[1]
+        if len(node.args) > 4 and node.args[4]:
+            raise Refused("embedding backward with scale_grad_by_freq counts padded indices")
+        iv = _val(idx)
+        with graph.inserting_before(node):
+            for d, s in enumerate(iv.shape):
+                if not symbolic(s):
+                    continue
+                n = graph.call_function(aten.sym_size.int, (idx, d))
+                pos = graph.call_function(aten.arange.default, (n,),
+                                          {"dtype": torch.int64, "device": iv.device})
+                past = graph.call_function(aten.ge.Tensor, (pos, size_input(_expr(s))))
+                for _ in range(iv.dim() - d):  # over the later index dims and the embedding
+                    past = graph.call_function(aten.unsqueeze.default, (past, -1))
+                grad = graph.call_function(aten.masked_fill.Scalar, (grad, past, 0.0))
+        node.args = (grad,) + tuple(node.args[1:])
 
     def values(self, args):
         """Each symbol's value in this call."""
@@ -455,7 +541,8 @@ class BucketedRunner:
         padded = []
         for i, p in enumerate(plan.placeholders):
             meta, a = _val(p), args[i]
-            if isinstance(meta, torch.Tensor) and isinstance(a, torch.Tensor):
+            if (isinstance(meta, torch.Tensor) and isinstance(a, torch.Tensor)
+                    and any(symbolic(s) for s in meta.shape)):
                 shape = [int(_expr(s).subs(bucket)) for s in meta.shape]
                 padded.append(pad(a, shape))
             elif symbolic(meta):
@@ -472,7 +559,7 @@ class BucketedRunner:
             if isinstance(meta, torch.Tensor) and isinstance(o, torch.Tensor) and any(
                     symbolic(s) for s in meta.shape):
                 shape = [int(_expr(s).subs(actual)) for s in meta.shape]
-                o = o.as_strided(shape, _strides(o.shape), 0)
+                o = o.as_strided(shape, o.stride(), o.storage_offset())
             elif symbolic(meta):
                 o = int(_expr(meta).subs(actual))
             result.append(o)

@@ -80,9 +80,8 @@ def test_mark_dynamic_checks_its_arguments():
         torch.tpu.mark_dynamic(t, 1, 1, 4)
     with pytest.raises(ValueError, match="above upper"):
         torch.tpu.mark_dynamic(t, 1, 9, 8)
-    v = torch.tpu.mark_dynamic(t, 1, 1, 8)  # padded to its bucket, same values
-    assert v.shape == t.shape and v.untyped_storage().nbytes() == 2 * 8 * 4
-    assert_same(v, torch.ones(2, 5))
+    assert torch.tpu.mark_dynamic(t, 1, 1, 8) is t
+    assert t._dynamo_dynamic_indices == {1}
 
 
 def test_sum_over_marked_dim():
@@ -141,11 +140,19 @@ def test_sdpa_padding_mask_over_marked_length():
     assert_one_program_per_bucket()
 
 
-def test_cross_entropy_over_marked_length():
+@pytest.mark.parametrize("batch", [None, 1])
+def test_cross_entropy_over_marked_length(batch):
     def loss(logits, target):
+        if batch is None:
+            return F.cross_entropy(logits, target)
         return F.cross_entropy(logits.flatten(0, 1), target.flatten())
 
-    run_lengths(loss, lambda n: [torch.randn(2, n, 11), torch.randint(0, 11, (2, n))], [1, 1])
+    def inputs(n):
+        shape = (n,) if batch is None else (batch, n)
+        return [torch.randn(*shape, 11), torch.randint(0, 11, shape)]
+
+    d = 0 if batch is None else 1
+    run_lengths(loss, inputs, [d, d])
     assert_one_program_per_bucket()
 
 
@@ -174,14 +181,35 @@ class TinyGPT(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def test_training_step_over_lengths_matches_cpu_gradients():
+@pytest.mark.parametrize("batch", [1, 2])
+def test_training_step_over_lengths_matches_cpu_gradients(batch):
     torch.manual_seed(0)
     cpu_model = TinyGPT()
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
     compiled = torch.compile(tpu_model, backend="tpu")
-    for n in LENGTHS:
-        ids = torch.randint(0, 13, (2, n))
-        targets = torch.randint(0, 13, (2, n))
+    lengths = LENGTHS if batch == 1 else LENGTHS[:3]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train_over_lengths(cpu_model, tpu_model, compiled, batch, lengths)
+    if batch > 1:
+        # [b, n, d] -> [b*n, d] (every linear layer) is not exact with XLA's
+        # bounded dimensions for b > 1: refused, one program per size instead.
+        assert any("compiles once per size" in str(w.message) and "reshape" in str(w.message)
+                   for w in caught), [str(w.message) for w in caught]
+        assert not bucket_captures()
+        return
+    # forward and backward: at most one program per bucket each
+    per_graph = bucket_captures()
+    assert len(per_graph) == 2, per_graph
+    for graph, per_bucket in per_graph.items():
+        assert all(c == 1 for c in per_bucket.values()), (graph, per_bucket)
+        assert len(per_bucket) <= 4
+
+
+def train_over_lengths(cpu_model, tpu_model, compiled, batch, lengths):
+    for n in lengths:
+        ids = torch.randint(0, 13, (batch, n))
+        targets = torch.randint(0, 13, (batch, n))
         loss = cpu_model(ids, targets)
         loss.backward()
         ids_t = torch.tpu.mark_dynamic(ids.to("tpu"), 1, 1, UPPER)
@@ -193,12 +221,6 @@ def test_training_step_over_lengths_matches_cpu_gradients():
             assert_same(pt.grad, p.grad, atol=2e-5, rtol=1e-4), name
             p.grad = None
             pt.grad = None
-    # forward and backward: at most one program per bucket each
-    per_graph = bucket_captures()
-    assert len(per_graph) == 2, per_graph
-    for graph, per_bucket in per_graph.items():
-        assert all(c == 1 for c in per_bucket.values()), (graph, per_bucket)
-        assert len(per_bucket) <= 4
 
 
 def test_dynamic_true_buckets_without_marks():
@@ -214,13 +236,12 @@ def test_refused_graph_runs_specialized_with_a_reason():
     def f(x):
         return x[:, :-1].sum(1)  # a slice along the varying dimension
 
-    compiled = torch.compile(f, backend="tpu")
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in [4, 6, 9]:
             x = torch.randn(2, n)
-            assert_same(compiled(torch.tpu.mark_dynamic(x.to("tpu"), 1, 2, UPPER)), f(x),
-                        atol=1e-5, rtol=1e-5)
+            assert_same(compiled(x.to("tpu")), f(x), atol=1e-5, rtol=1e-5)
     assert any("compiles once per size" in str(w.message) and "slice" in str(w.message)
                for w in caught), [str(w.message) for w in caught]
     assert not bucket_captures()
