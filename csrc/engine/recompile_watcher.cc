@@ -102,7 +102,12 @@ std::string RecompileWatcher::note(const std::string& site, const char* first_op
   if (at.last_run == run) return {};
   at.last_run = run;
   int count = ++at.runs;
-  if (count != kWarnAtRun) return {};  // once per site
+  if (count != kWarnAtRun) return {};
+  // Once per site (line), whichever of its programs (first ops) got there
+  // first: a marker entry under the bare site, a key no program has (theirs
+  // are "site first_op").
+  Site& line = sites_[site + "\n"];
+  if (line.runs++ > 0) return {};
   return "torch_tpu: " + site + " has compiled new programs on " + std::to_string(count) +
          " runs (" + std::to_string(at.programs) + " programs); " +
          describe_change(previous, signature) +

@@ -50,6 +50,21 @@ TEST(RecompileWatcher, WarnsOncePerSiteNamingTheChangedDimension) {
   EXPECT_NE(last.find("torch.tpu.mark_dynamic"), std::string::npos) << last;
 }
 
+TEST(RecompileWatcher, WarnsOncePerLineWhateverItsFirstOps) {
+  RecompileWatcher w;
+  int warnings = 0;
+  for (int run = 1; run <= 16; ++run) {
+    warnings += !w.note("loop.py:3", "aten::fill", sig(run)).empty();
+    warnings += !w.note("loop.py:3", "aten::mul", sig(run)).empty();
+    warnings += !w.note("loop.py:4", "aten::mul", sig(run)).empty();
+    w.new_run();
+  }
+  EXPECT_EQ(warnings, 2);  // one for each line
+  w.clear();
+  for (int run = 1; run <= 4; ++run, w.new_run()) warnings += !w.note("loop.py:3", "aten::mul", sig(run)).empty();
+  EXPECT_EQ(warnings, 3);  // clear() forgets the warning too
+}
+
 TEST(RecompileWatcher, DescribesTheChange) {
   EXPECT_EQ(RecompileWatcher::describe_change(sig(4), sig(4, "aten::sub")),
             "the recorded op sequence changed");

@@ -21,6 +21,7 @@ SCRIPTS = {
     "optimizer_step": ["rows"],
     "profiler_overhead": ["rows"],
     "conv": ["rows"],
+    "dynamic": ["rows", "results"],
 }
 
 
