@@ -156,10 +156,15 @@ def pad(t, shape):
     on the host (padding values are never read)."""
     shape = tuple(shape)
     strides = _dense_like(t, shape)
-    if strides is not None:
-        need = t.storage_offset() + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
-        if t.untyped_storage().nbytes() >= need * t.element_size():
-            return t.as_strided(shape, strides, t.storage_offset())
+    numel = math.prod(shape)
+    # The layout (offset, storage size) is part of a capture's key: only a
+    # storage holding exactly the padded tensor is taken as it is.
+    if (strides is not None and t.storage_offset() == 0
+            and t.untyped_storage().nbytes() == numel * t.element_size()):
+        return t.as_strided(shape, strides, 0)
+    if tuple(t.shape) == shape:  # nothing to pad: a device copy, one program per bucket
+        out = t.clone(memory_format=torch.contiguous_format)
+        return out.as_strided(shape, _dense_like(out, shape), 0)
     _host_pads[0] += 1
     host = t.cpu()
     out = torch.zeros(shape, dtype=t.dtype)
@@ -343,6 +348,8 @@ class Plan:
 
     def __init__(self, gm):
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        # Bucketed symbols: the inputs' sizes. A symbol only in SymInt inputs
+        # (an input's stride, e.g. of a slice) is ignored when nothing uses it.
         self.symbols = set()
         for p in self.placeholders:
             v = _val(p)
@@ -350,8 +357,13 @@ class Plan:
                 for s in v.shape:
                     if symbolic(s):
                         self.symbols |= _expr(s).free_symbols
-            elif symbolic(v):
-                self.symbols |= _expr(v).free_symbols
+        self.unused = set()  # placeholder indices passed as 0
+        for i, p in enumerate(self.placeholders):
+            v = _val(p)
+            if symbolic(v) and not _expr(v).free_symbols <= self.symbols:
+                if p.users:
+                    raise Refused(f"the graph uses {v}, which is no input's size (a stride?)")
+                self.unused.add(i)
         # Where each symbol's value comes from: (placeholder, dim or None).
         self.binders = {}
         for i, p in enumerate(self.placeholders):
@@ -361,7 +373,7 @@ class Plan:
                     e = _expr(s)
                     if isinstance(e, sympy.Symbol):
                         self.binders.setdefault(e, (i, d))
-            elif symbolic(v) and isinstance(_expr(v), sympy.Symbol):
+            elif i not in self.unused and symbolic(v) and isinstance(_expr(v), sympy.Symbol):
                 self.binders.setdefault(_expr(v), (i, None))
         missing = self.symbols - set(self.binders)
         if missing:
@@ -545,6 +557,8 @@ class BucketedRunner:
                     and any(symbolic(s) for s in meta.shape)):
                 shape = [int(_expr(s).subs(bucket)) for s in meta.shape]
                 padded.append(pad(a, shape))
+            elif i in plan.unused:
+                padded.append(0)
             elif symbolic(meta):
                 padded.append(int(_expr(meta).subs(bucket)))
             else:

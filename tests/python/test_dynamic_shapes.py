@@ -253,3 +253,14 @@ def test_metrics_report_counts_compiles_per_bucket():
     assert "compiles per bucket" in report
     for b in ds.buckets(1, UPPER):
         assert f"={b}]: 1" in report, report
+
+
+def test_sliced_inputs_whose_stride_varies_compile_once_per_bucket():
+    f = torch.compile(lambda x, y: (x * 2.0 + y).sum(1), backend="tpu")
+    for n in LENGTHS:
+        tokens = torch.randn(1, n + 1)
+        x, y = tokens[:, :-1], tokens[:, 1:]  # strides (n + 1, 1): Dynamo's stride symbol
+        xt = torch.tpu.mark_dynamic(tokens.to("tpu")[:, :-1], 1, 1, UPPER)
+        yt = torch.tpu.mark_dynamic(tokens.to("tpu")[:, 1:], 1, 1, UPPER)
+        assert_same(f(xt, yt), (x * 2.0 + y).sum(1), atol=1e-5, rtol=1e-5)
+    assert_one_program_per_bucket()
