@@ -15,8 +15,11 @@ copy.
 
 What cannot be bucketed exactly is refused, never approximated: a graph
 with an op outside the list below, a slice, index or concatenation along a
-varying dimension, a size used as a value other than a Scalar operand, runs
-specialized per size, as before, with one warning naming the reason.
+varying dimension, a size used as a value other than a Scalar operand, or a
+reshape that merges a varying dimension with one before it (XLA compacts the
+valid elements and cannot split them back: a linear layer on [b, n, d] with
+b > 1) runs specialized per size, as before, with one warning naming the
+reason. docs/design.md ("Varying sizes") has the reasons.
 """
 import math
 import operator
