@@ -194,7 +194,7 @@ def _runner(gm, name, buckets):
     try:
         plan = ds.Plan(gm)
     except ds.Refused as why:
-        _warn_once((name, "refused"), f"torch_tpu: graph {name} has varying sizes but compiles "
+        _warn_once((name, "refused", str(why)), f"torch_tpu: graph {name} has varying sizes but compiles "
                    f"once per size: {why}")
         return _GraphRunner(gm, name)
     return ds.BucketedRunner(gm, name, plan, _GraphRunner, *buckets)

@@ -114,7 +114,11 @@ def mark_dynamic(tensor, dim, lower=None, upper=None):
         if (lower is not None and n < lower) or (upper is not None and n > upper):
             raise ValueError(f"torch.tpu.mark_dynamic: dimension {d} has size {n}, outside "
                              f"[{lower}, {upper}]: widen the bounds")
-    torch._dynamo.mark_dynamic(tensor, dims, min=lower, max=upper)
+    # Dynamo specializes sizes 0 and 1 whatever the marks, and a strict mark
+    # on one is an error: such a size gets its own (static) graph.
+    strict = [d for d in dims if tensor.shape[d] >= 2]
+    if strict:
+        torch._dynamo.mark_dynamic(tensor, strict, min=lower, max=upper)
     return tensor
 
 
@@ -209,6 +213,16 @@ _SAFE = {
 _SCALAR_TO_TENSOR = {
     aten.add.Scalar: aten.add.Tensor, aten.sub.Scalar: aten.sub.Tensor,
     aten.mul.Scalar: aten.mul.Tensor, aten.div.Scalar: aten.div.Tensor,
+}
+# Ops that reduce or contract: XLA masks them only where an operand carries a
+# padded dimension from the inputs (a bounded dimension).
+_REDUCING = {
+    "sum", "mean", "amax", "amin", "all", "any", "logsumexp", "_softmax", "_log_softmax",
+    "_safe_softmax", "_softmax_backward_data", "_log_softmax_backward_data", "mm", "bmm",
+    "addmm", "baddbmm", "nll_loss_forward", "nll_loss_backward", "native_layer_norm_backward",
+    "embedding_dense_backward", "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
 }
 _SYM_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg,
             operator.mod, torch.sym_max, torch.sym_min, operator.getitem}
@@ -360,11 +374,14 @@ class Plan:
                 for s in v.shape:
                     if symbolic(s):
                         self.symbols |= _expr(s).free_symbols
-        self.unused = set()  # placeholder indices passed as 0
+        # Placeholder indices passed as 0: unused, or only handed on as an
+        # output (a forward returns an input's stride for its backward), whose
+        # value is then computed from the call's own values.
+        self.unused = set()
         for i, p in enumerate(self.placeholders):
             v = _val(p)
             if symbolic(v) and not _expr(v).free_symbols <= self.symbols:
-                if p.users:
+                if any(u.op != "output" for u in p.users):
                     raise Refused(f"the graph uses {v}, which is no input's size (a stride?)")
                 self.unused.add(i)
         # Where each symbol's value comes from: (placeholder, dim or None).
@@ -376,7 +393,7 @@ class Plan:
                     e = _expr(s)
                     if isinstance(e, sympy.Symbol):
                         self.binders.setdefault(e, (i, d))
-            elif i not in self.unused and symbolic(v) and isinstance(_expr(v), sympy.Symbol):
+            elif symbolic(v) and isinstance(_expr(v), sympy.Symbol):
                 self.binders.setdefault(_expr(v), (i, None))
         missing = self.symbols - set(self.binders)
         if missing:
@@ -438,10 +455,25 @@ class Plan:
                 extra[k] = ph
             return extra[k]
 
+        bounded = set()  # nodes whose value carries an input's padded dimension
         for node in nodes:
+            if node.op == "placeholder":
+                v = _val(node)
+                if isinstance(v, torch.Tensor) and any(symbolic(d) for d in v.shape):
+                    bounded.add(node)
+                continue
             if node.op != "call_function":
                 continue
             _check_node(node)
+            inputs = node.all_input_nodes
+            if any(i in bounded for i in inputs):
+                bounded.add(node)
+            elif getattr(node.target, "_schema", None) is not None and \
+                    node.target._schema.name.split("::")[-1] in _REDUCING and any(
+                        isinstance(_val(i), torch.Tensor)
+                        and any(symbolic(d) for d in _val(i).shape) for i in inputs):
+                raise Refused(f"{node.target} reduces a varying dimension of a tensor made in "
+                              f"the graph (e.g. ones(n).sum()), whose padding XLA cannot mask")
             target = node.target
             if not isinstance(target, torch._ops.OpOverload):
                 continue
@@ -551,7 +583,8 @@ class BucketedRunner:
     def __call__(self, *args):
         plan = self.plan
         actual = plan.values(args)
-        bucket = {s: bucket_of(v, *self.bounds[s], self.num, self.size) for s, v in actual.items()}
+        bucket = {s: bucket_of(v, *self.bounds[s], self.num, self.size)
+                  for s, v in actual.items() if s in plan.symbols}
         self.current = bucket
         padded = []
         for i, p in enumerate(plan.placeholders):

@@ -89,6 +89,17 @@ def test_sum_over_marked_dim():
     assert_one_program_per_bucket()
 
 
+def test_lengths_one_and_two_work_with_marks():
+    # Dynamo specializes a size of 1 (its own static graph), so a strict mark
+    # there would be an error; mark_dynamic leaves such a dimension unmarked.
+    compiled = torch.compile(lambda x: torch.softmax(x, 1).sum(0), backend="tpu")
+    for n in [1, 2, 1, 5, 3]:
+        x = torch.randn(2, n)
+        out = compiled(torch.tpu.mark_dynamic(x.to("tpu"), 1, 1, UPPER))
+        assert_same(out, torch.softmax(x, 1).sum(0), atol=1e-5, rtol=1e-5)
+    assert_one_program_per_bucket()
+
+
 def test_mean_over_marked_dim():
     run_lengths(lambda x: (x.mean(1), x.mean()), lambda n: [torch.randn(2, n, 4)], [1])
     assert_one_program_per_bucket()
@@ -245,6 +256,20 @@ def test_refused_graph_runs_specialized_with_a_reason():
     assert any("compiles once per size" in str(w.message) and "slice" in str(w.message)
                for w in caught), [str(w.message) for w in caught]
     assert not bucket_captures()
+
+
+def test_reduction_of_a_tensor_made_in_the_graph_is_refused():
+    def f(x):  # ones(n) is not padded by an input: XLA would sum the bucket's size
+        return x.sum(1) + torch.ones(x.shape[1], device=x.device).sum()
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in [3, 6]:
+            x = torch.randn(2, n)
+            assert_same(compiled(x.to("tpu")), f(x), atol=1e-5, rtol=1e-5)
+    assert any("made in the graph" in str(w.message) for w in caught), \
+        [str(w.message) for w in caught]
 
 
 def test_metrics_report_counts_compiles_per_bucket():
