@@ -560,7 +560,8 @@ class BucketedRunner:
         self.current = {}
 
     def _bucket_label(self):
-        return ",".join(f"{s}={v}" for s, v in sorted(self.current.items(), key=lambda kv: str(kv[0])))
+        return ",".join(f"{s}={v}" for s, v in sorted(self.current.items(), key=lambda kv: str(kv[0]))) \
+            or "static sizes"
 
     def _padded_graph(self, *flat):
         plan = self.plan
