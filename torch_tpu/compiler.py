@@ -197,6 +197,10 @@ def _runner(gm, name, buckets):
         _warn_once((name, "refused", str(why)), f"torch_tpu: graph {name} has varying sizes but compiles "
                    f"once per size: {why}")
         return _GraphRunner(gm, name)
+    except Exception as error:  # a graph the planner does not understand: never fatal
+        _warn_once((name, "plan", str(error)), f"torch_tpu: graph {name} has varying sizes but "
+                   f"compiles once per size: bucketing failed ({type(error).__name__}: {error})")
+        return _GraphRunner(gm, name)
     return ds.BucketedRunner(gm, name, plan, _GraphRunner, *buckets)
 
 

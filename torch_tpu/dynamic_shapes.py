@@ -551,6 +551,8 @@ class BucketedRunner:
 
     def __init__(self, gm, name, plan, make_runner, num, size):
         self.name = name
+        self.gm = gm  # the graph as traced: what runs when bucketing cannot
+        self.failed = None  # why a bucket's capture failed: every call then runs gm eagerly
         self.plan = plan
         self.num, self.size = num, size
         self.runner = make_runner(gm, name)
@@ -581,8 +583,18 @@ class BucketedRunner:
                 flat_outs[j] = o
         return flat_outs
 
+    def _eager(self, args):
+        out = self.gm(*args)
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
     def __call__(self, *args):
         plan = self.plan
+        # Padded inputs are only right inside one program: a graph that ran
+        # its padded form eagerly (a capture that failed, host tensors) would
+        # compute over the padding, so the traced graph runs instead.
+        if self.failed or any(isinstance(a, torch.Tensor) and a.device.type != "tpu"
+                              for a in args):
+            return self._eager(args)
         actual = plan.values(args)
         bucket = {s: bucket_of(v, *self.bounds[s], self.num, self.size)
                   for s, v in actual.items() if s in plan.symbols}
@@ -604,7 +616,13 @@ class BucketedRunner:
                        if isinstance(a, torch.Tensor) and a.device.type == "tpu"), None)
         sizes = [torch.tensor(int(e.subs(actual)), dtype=torch.int64).to(device)
                  for e in plan.sizes]
+        eager_before = len(self.runner.eager_keys)
         outs = self.runner(*padded, *sizes)
+        if len(self.runner.eager_keys) > eager_before:
+            self.failed = "its bucketed capture could not become one program"
+            warnings.warn(f"torch_tpu: graph {self.name} runs eagerly at each size: "
+                          f"{self.failed}", stacklevel=2)
+            return self._eager(args)
         result = []
         for meta, o in zip(plan.outputs, outs):
             if isinstance(meta, torch.Tensor) and isinstance(o, torch.Tensor) and any(

@@ -289,3 +289,4 @@ def test_sliced_inputs_whose_stride_varies_compile_once_per_bucket():
         yt = torch.tpu.mark_dynamic(tokens.to("tpu")[:, 1:], 1, 1, UPPER)
         assert_same(f(xt, yt), (x * 2.0 + y).sum(1), atol=1e-5, rtol=1e-5)
     assert_one_program_per_bucket()
+
