@@ -37,9 +37,19 @@ def _count(name):
     _metrics_extra[name] = _metrics_extra.get(name, 0) + 1
 
 
+_bucket_compiles = {}  # graph name -> {bucket label: captures}
+
+
 def compile_metrics() -> dict:
-    """Captures (recompiles included), replays and eager fallbacks so far."""
-    return dict(_metrics_extra)
+    """Captures (recompiles included), replays and eager fallbacks so far;
+    `bucket_compiles`: per bucketed graph, the captures of each bucket."""
+    out = dict(_metrics_extra)
+    if _bucket_compiles:
+        out["bucket_compiles"] = {g: dict(b) for g, b in _bucket_compiles.items()}
+    from .dynamic_shapes import host_pads
+    if host_pads():
+        out["dynamic_host_pads"] = host_pads()
+    return out
 
 
 def graphs():
@@ -56,6 +66,7 @@ class _GraphRunner:
         self.name = name
         self.captured = {}  # key of non-tpu arguments -> [CapturedGraph, template]
         self.eager_keys = set()
+        self.bucket_of_key = None  # set by dynamic_shapes.BucketedRunner: the bucket's label
         # A collective (torch.ops._c10d_functional.*, c10d.*) runs through the
         # process group during capture, so a captured program would replay
         # its first result; such graphs run their ops eagerly every call.
@@ -117,6 +128,10 @@ class _GraphRunner:
         _count("captures")
         if entries:
             _count("recompiles")
+        if self.bucket_of_key is not None:
+            per = _bucket_compiles.setdefault(self.name, {})
+            label = self.bucket_of_key()
+            per[label] = per.get(label, 0) + 1
         _C._capture_begin(tensors)
         try:
             out = self.gm(*args)
@@ -151,30 +166,59 @@ class _GraphRunner:
         return out if isinstance(out, (list, tuple)) else [out]
 
 
-def _graph_compiler(kind):
+def _graph_compiler(kind, buckets):
     counter = [0]
 
     def compile_graph(gm, example_inputs):
         from functorch.compile import make_boxed_func
 
         counter[0] += 1
-        runner = _GraphRunner(gm, f"{kind}_{counter[0]}")
+        name = f"{kind}_{counter[0]}"
+        runner = _runner(gm, name, buckets)
         return make_boxed_func(runner)
 
     return compile_graph
 
 
+def _runner(gm, name, buckets):
+    """A bucketed runner for a graph with symbolic sizes that can be bucketed
+    exactly (dynamic_shapes.py), else the specializing one."""
+    from . import dynamic_shapes as ds
+
+    if not any(ds.symbolic(s) for n in gm.graph.nodes if n.op == "placeholder"
+               for s in (n.meta["val"].shape if isinstance(n.meta.get("val"), torch.Tensor)
+                         else [n.meta.get("val")])):
+        return _GraphRunner(gm, name)
+    try:
+        plan = ds.Plan(gm)
+    except ds.Refused as why:
+        _warn_once((name, "refused", str(why)), f"torch_tpu: graph {name} has varying sizes but compiles "
+                   f"once per size: {why}")
+        return _GraphRunner(gm, name)
+    except Exception as error:  # a graph the planner does not understand: never fatal
+        _warn_once((name, "plan", str(error)), f"torch_tpu: graph {name} has varying sizes but "
+                   f"compiles once per size: bucketing failed ({type(error).__name__}: {error})")
+        return _GraphRunner(gm, name)
+    return ds.BucketedRunner(gm, name, plan, _GraphRunner, *buckets)
+
+
 def tpu_backend(gm, example_inputs, **kwargs):
-    """torch.compile(backend="tpu"). Inductor's `mode`/`options` are accepted
-    and ignored."""
-    if kwargs:
-        _warn_once("kwargs", f"torch_tpu: the tpu backend ignores Inductor settings {sorted(kwargs)}")
+    """torch.compile(backend="tpu"). `options` may hold `num_dynamic_buckets`
+    (1-8) and `bucket_size` (dynamic_shapes.py); Inductor's other settings are
+    accepted and ignored."""
+    from . import dynamic_shapes as ds
+
+    options = dict(kwargs.pop("options", None) or {})
+    buckets = ds.check_options({k: options.pop(k) for k in ds._OPTIONS if k in options})
+    ignored = sorted(set(kwargs) | {f"options[{k!r}]" for k in options})
+    if ignored:
+        _warn_once("kwargs", f"torch_tpu: the tpu backend ignores Inductor settings {ignored}")
     from torch._dynamo.backends.common import aot_autograd
 
     return aot_autograd(
-        fw_compiler=_graph_compiler("forward"),
-        bw_compiler=_graph_compiler("backward"),
-        inference_compiler=_graph_compiler("inference"),
+        fw_compiler=_graph_compiler("forward", buckets),
+        bw_compiler=_graph_compiler("backward", buckets),
+        inference_compiler=_graph_compiler("inference", buckets),
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
 

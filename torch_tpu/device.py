@@ -246,6 +246,7 @@ from .precision import Precision, precision, get_precision, set_precision  # noq
 from . import compiler, ops, optimizers, profiler  # noqa: E402,F401
 from . import tpu_sync as sync  # noqa: E402,F401
 from .compiler_options import get_allow_excess_precision, set_allow_excess_precision  # noqa: E402
+from .dynamic_shapes import mark_dynamic  # noqa: E402,F401  (torch.tpu.mark_dynamic)
 from .streams import (  # noqa: E402,F401
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
 )

@@ -12,7 +12,19 @@ def metrics() -> dict:
 
 
 def metrics_report() -> str:
-    return _C._metrics_report()
+    """The engine's counters, then the compiles of each bucketed graph of
+    torch.compile per bucket (torch_tpu/dynamic_shapes.py)."""
+    report = _C._metrics_report()
+    from .compiler import compile_metrics
+
+    per_graph = compile_metrics().get("bucket_compiles")
+    if per_graph:
+        lines = ["", "compiles per bucket (torch.compile, bucketed dynamic sizes):"]
+        for graph, per_bucket in per_graph.items():
+            for bucket, n in per_bucket.items():
+                lines.append(f"  {graph} [{bucket}]: {n}")
+        report = report.rstrip("\n") + "\n".join(lines) + "\n"
+    return report
 
 
 def reset_metrics() -> None:

@@ -168,6 +168,11 @@ TORCH_LIBRARY_FRAGMENT(tpu, m) {
   m.def("_max_pool3d_backward(Tensor grad_output, Tensor input, int[] kernel_size, "
         "int[] stride, int[] padding, int[] dilation, bool ceil_mode) -> Tensor");
   m.def("_optimization_barrier(Tensor[] inputs) -> Tensor[]");
+  // Bucketed compilation (torch_tpu/dynamic_shapes.py): dimension `dim` of
+  // x holds `size` valid elements / becomes static again. Identities outside
+  // a tpu program.
+  m.def("_bounded_dim(Tensor x, Tensor size, int dim) -> Tensor");
+  m.def("_static_dim(Tensor x, int dim) -> Tensor");
   m.def("_ragged_dot(Tensor lhs, Tensor rhs, Tensor group_sizes) -> Tensor");
   m.def("_ragged_dot.out(Tensor lhs, Tensor rhs, Tensor group_sizes, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("_ragged_dot_weight_grad(Tensor lhs, Tensor grad_output, Tensor group_sizes) -> Tensor");
@@ -208,12 +213,21 @@ static std::vector<at::Tensor> barrier_copies(at::TensorList inputs) {
   return out;
 }
 
+static at::Tensor bounded_dim_copy(const at::Tensor& x, const at::Tensor&, int64_t) {
+  return x.clone();
+}
+static at::Tensor static_dim_copy(const at::Tensor& x, int64_t) { return x.clone(); }
+
 TORCH_LIBRARY_IMPL(tpu, CPU, m) {
   m.impl("_optimization_barrier", &barrier_copies);
+  m.impl("_bounded_dim", &bounded_dim_copy);
+  m.impl("_static_dim", &static_dim_copy);
 }
 
 TORCH_LIBRARY_IMPL(tpu, Meta, m) {
   m.impl("_optimization_barrier", &barrier_copies);
+  m.impl("_bounded_dim", &bounded_dim_copy);
+  m.impl("_static_dim", &static_dim_copy);
 }
 
 TORCH_LIBRARY_IMPL(tpu, PrivateUse1, m) {

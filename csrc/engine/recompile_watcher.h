@@ -3,8 +3,9 @@
 // program: whether it is a *reshaped recompilation* (the site compiled the
 // same op sequence over other types on an earlier run: cache.h's
 // Tiering::kRecompiles compiles it quickly), and whether the site keeps
-// compiling (a warning at the 4th, 8th, 16th, ... run that compiled, naming
-// the types that changed).
+// compiling (one warning, at the 4th run that compiled, naming the types
+// that changed and, when one size varies, its dimension, and suggesting
+// torch.tpu.mark_dynamic).
 //
 // A run of code starts when an op comes from another site than the op
 // before it, at a host read or synchronize, and at each program flushed for
@@ -32,8 +33,8 @@ class RecompileWatcher {
   // "input types -> result types | op names" of a recorded program.
   static std::string signature(const hlo::Builder& b, const std::vector<OpSite>& ops);
   // Why `signature` differs from `previous`: the first few types that
-  // changed (a varying length shows as one dimension), else that the op
-  // sequence changed.
+  // changed and, when the first of them differs in one dimension only,
+  // which (a varying length), else that the op sequence changed.
   static std::string describe_change(const std::string& previous, const std::string& signature);
 
   void new_run() { ++run_; }
@@ -51,6 +52,7 @@ class RecompileWatcher {
     uint64_t last_run = 0;
     std::string signature;  // of the last program compiled there
   };
+  static constexpr int kWarnAtRun = 4;
   static std::string key(const std::string& site, const char* first_op) {
     return site + " " + first_op;
   }

@@ -16,6 +16,7 @@ Registry& Registry::get() {
     register_conv(*r);
     register_misc(*r);
     register_optimizer(*r);
+    register_bounded_dims(*r);
     register_special(*r);  // last: _foreach_* wrap lowerings registered above
     return r;
   }();

@@ -154,6 +154,7 @@ void register_factory(Registry& r);
 void register_conv(Registry& r);
 void register_misc(Registry& r);
 void register_special(Registry& r);  // special functions, extra pointwise ops, _foreach_*
-void register_optimizer(Registry& r);  // fused optimizer steps (_fused_adam(w), _sgd, _adagrad)
+void register_optimizer(Registry& r);
+void register_bounded_dims(Registry& r);  // tpu::_bounded_dim/_static_dim (bucketed compile)  // fused optimizer steps (_fused_adam(w), _sgd, _adagrad)
 
 }  // namespace torch_tpu::lowering

@@ -31,7 +31,7 @@ TEST(RecompileWatcher, ReshapedOnlyOnALaterRunWithTheSameOps) {
   EXPECT_FALSE(w.reshaped(site, "aten::mul", sig(9)));
 }
 
-TEST(RecompileWatcher, WarnsAtPowersOfTwoRunsNamingTheChangedTypes) {
+TEST(RecompileWatcher, WarnsOncePerSiteNamingTheChangedDimension) {
   RecompileWatcher w;
   std::vector<int> warned_at;
   std::string last;
@@ -41,11 +41,28 @@ TEST(RecompileWatcher, WarnsAtPowersOfTwoRunsNamingTheChangedTypes) {
     if (!warning.empty()) warned_at.push_back(run), last = warning;
     w.new_run();
   }
-  EXPECT_EQ(warned_at, (std::vector<int>{4, 8, 16}));
-  EXPECT_NE(last.find("loop.py:3 has compiled new programs on 16 runs (31 programs)"),
+  EXPECT_EQ(warned_at, (std::vector<int>{4}));
+  EXPECT_NE(last.find("loop.py:3 has compiled new programs on 4 runs (7 programs)"),
             std::string::npos)
       << last;
-  EXPECT_NE(last.find("tensor<115xf32> became tensor<16xf32>"), std::string::npos) << last;
+  EXPECT_NE(last.find("tensor<103xf32> became tensor<4xf32>"), std::string::npos) << last;
+  EXPECT_NE(last.find("dimension 0 of input 0 (103 became 4)"), std::string::npos) << last;
+  EXPECT_NE(last.find("torch.tpu.mark_dynamic"), std::string::npos) << last;
+}
+
+TEST(RecompileWatcher, WarnsOncePerLineWhateverItsFirstOps) {
+  RecompileWatcher w;
+  int warnings = 0;
+  for (int run = 1; run <= 16; ++run) {
+    warnings += !w.note("loop.py:3", "aten::fill", sig(run)).empty();
+    warnings += !w.note("loop.py:3", "aten::mul", sig(run)).empty();
+    warnings += !w.note("loop.py:4", "aten::mul", sig(run)).empty();
+    w.new_run();
+  }
+  EXPECT_EQ(warnings, 2);  // one for each line
+  w.clear();
+  for (int run = 1; run <= 4; ++run, w.new_run()) warnings += !w.note("loop.py:3", "aten::mul", sig(run)).empty();
+  EXPECT_EQ(warnings, 3);  // clear() forgets the warning too
 }
 
 TEST(RecompileWatcher, DescribesTheChange) {
@@ -55,7 +72,14 @@ TEST(RecompileWatcher, DescribesTheChange) {
             "the number of inputs and results changed");
   EXPECT_EQ(RecompileWatcher::describe_change(sig(4), sig(5)),
             "tensor types changed (tensor<4xf32> became tensor<5xf32>, tensor<4xf32> became "
-            "tensor<5xf32>)");
+            "tensor<5xf32>); the size that varies is dimension 0 of input 0 (4 became 5)");
+  EXPECT_EQ(RecompileWatcher::describe_change("tensor<2x7xf32> -> tensor<2xf32> | aten::sum",
+                                              "tensor<2x9xf32> -> tensor<2xf32> | aten::sum"),
+            "tensor types changed (tensor<2x7xf32> became tensor<2x9xf32>); the size that "
+            "varies is dimension 1 of input 0 (7 became 9)");
+  EXPECT_EQ(RecompileWatcher::describe_change("tensor<2x7xf32> -> | aten::sum",
+                                              "tensor<3x9xf32> -> | aten::sum"),
+            "tensor types changed (tensor<2x7xf32> became tensor<3x9xf32>)");
 }
 
 TEST(FlushCause, EveryCauseHasANameAndMetric) {

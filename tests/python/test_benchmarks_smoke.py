@@ -22,6 +22,7 @@ SCRIPTS = {
     "profiler_overhead": ["rows"],
     "conv": ["rows"],
     "transfers": ["rows"],
+    "dynamic": ["rows", "results"],
 }
 
 

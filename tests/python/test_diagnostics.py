@@ -20,17 +20,19 @@ def test_deferred_program_error_names_ops_and_lines():
     assert (torch.ones(2, device="tpu") + 1).cpu().tolist() == [2.0, 2.0]  # still working
 
 
-def test_recompilation_warning_names_changed_input_types():
+def test_recompilation_warning_names_changed_dimension_once_per_site():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for n in range(3, 8):
+        for n in range(3, 24):
             (torch.ones(n, 5, device="tpu") * 3).cpu()  # one site, new shapes each time
     messages = [str(w.message) for w in caught if "has compiled" in str(w.message)]
-    assert messages, [str(w.message) for w in caught]
+    assert len(messages) == 1, messages  # not again at the 8th and 16th run
     assert "tensor types changed" in messages[0] and "test_diagnostics.py" in messages[0]
-    # It names the types that changed, not every input's.
+    # It names the types that changed, not every input's, and the dimension.
     assert "tensor<25xf32> became tensor<30xf32>" in messages[0], messages[0]
-    assert len(messages[0]) < 400, messages[0]
+    assert "the size that varies is dimension 0 of" in messages[0] and "(25 became 30)" in messages[0], messages[0]
+    assert "torch.tpu.mark_dynamic" in messages[0], messages[0]
+    assert len(messages[0]) < 600, messages[0]
 
 
 def test_one_run_of_a_line_compiling_several_shapes_does_not_warn():

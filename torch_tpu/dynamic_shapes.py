@@ -1,0 +1,635 @@
+"""Bounded dynamic dimensions for torch.compile(backend="tpu").
+
+A graph that Dynamo traced with symbolic sizes (``dynamic=True``,
+``torch._dynamo.mark_dynamic``, ``torch.tpu.mark_dynamic`` or Dynamo's
+automatic dynamic shapes after a recompile) is compiled once per *bucket*,
+not once per size: each symbol's value is rounded up to one of a few bucket
+sizes (at most ``num_dynamic_buckets``, <= 8), the inputs are padded to the
+bucket, and on entry the program is told each varying dimension's true length
+(``torch.ops.tpu._bounded_dim``: StableHLO ``set_dimension_size``). XLA's
+dynamic padder then masks every reduction, dot and softmax over the padded
+elements, so sums, means, softmax, layer norm, attention and losses give the
+unpadded result. Results leave the program padded (``_static_dim``) and are
+handed back as views of their valid part: a later graph takes them without a
+copy.
+
+What cannot be bucketed exactly is refused, never approximated: a graph
+with an op outside the list below, a slice, index or concatenation along a
+varying dimension, a size used as a value other than a Scalar operand, or a
+reshape that merges a varying dimension with one before it (XLA compacts the
+valid elements and cannot split them back: a linear layer on [b, n, d] with
+b > 1) runs specialized per size, as before, with one warning naming the
+reason. docs/design.md ("Varying sizes") has the reasons.
+"""
+import math
+import operator
+import warnings
+
+import sympy
+import torch
+
+MAX_BUCKETS = 8
+DEFAULT_BUCKETS = 4
+_OPEN_MIN = 16  # sizes without an upper bound: powers of two from here
+
+_OPTIONS = ("num_dynamic_buckets", "bucket_size")
+
+
+def check_options(options):
+    """(num_dynamic_buckets, bucket_size) from a torch.compile options dict;
+    ValueError for a bad value."""
+    options = options or {}
+    num = options.get("num_dynamic_buckets")
+    num = DEFAULT_BUCKETS if num is None else num
+    if isinstance(num, bool) or not isinstance(num, int) or not 1 <= num <= MAX_BUCKETS:
+        raise ValueError(f"torch_tpu: `num_dynamic_buckets` must be an integer between 1 and "
+                         f"{MAX_BUCKETS}, got {num!r}")
+    size = options.get("bucket_size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+        raise ValueError(f"torch_tpu: `bucket_size` must be a positive integer (or None for "
+                         f"geometric buckets), got {size!r}")
+    return num, size
+
+
+def _round8(v):
+    return v if v <= 8 else (v + 7) // 8 * 8
+
+
+def buckets(lower, upper, num=DEFAULT_BUCKETS, size=None):
+    """The bucket sizes of a dimension whose values lie in [lower, upper].
+
+    With `size`: multiples of a step (a multiple of `size`) chosen so that at
+    most `num` buckets cover the range, the last one `upper`. Without:
+    `upper`, `upper/2`, `upper/4`, ... (`num` of them, rounded up to a
+    multiple of 8), so that no size is padded by more than 2x above the
+    smallest. Sizes below `lower` are never used."""
+    lower = max(1, int(lower))
+    upper = max(lower, int(upper))
+    if size:
+        step = size * max(1, math.ceil(math.ceil(upper / size) / num))
+        out = [b for b in range(step, upper, step) if b >= lower] + [upper]
+    else:
+        out = {upper}
+        for k in range(1, num):
+            out.add(max(lower, _round8(math.ceil(upper / 2 ** k))))
+        out = sorted(out)
+    return out
+
+
+def bucket_of(value, lower, upper, num=DEFAULT_BUCKETS, size=None):
+    """The bucket a size `value` runs in (upper None: unbounded)."""
+    if upper is None:
+        if size:
+            return max(size, math.ceil(value / size) * size)
+        return max(_OPEN_MIN, 1 << max(0, int(value) - 1).bit_length())
+    for b in buckets(lower, upper, num, size):
+        if value <= b:
+            return b
+    return value  # past the declared bound (Dynamo's guards normally recompile first)
+
+
+def mark_dynamic(tensor, dim, lower=None, upper=None):
+    """Declares that dimension(s) `dim` of `tensor` vary between `lower` and
+    `upper` (the reference's `torch.tpu.mark_dynamic`). torch.compile traces
+    them symbolically (as `torch._dynamo.mark_dynamic(tensor, dim, min=lower,
+    max=upper)`), and the tpu backend compiles one program per bucket of the
+    range. Returns the tensor. (It stays contiguous: a view into a padded
+    storage would give Dynamo a stride that varies with the bucket.)"""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"torch.tpu.mark_dynamic: expected a tensor, got {type(tensor).__name__}")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    for d in dims:
+        if not isinstance(d, int) or not -tensor.dim() <= d < tensor.dim():
+            raise ValueError(f"torch.tpu.mark_dynamic: dim {d!r} is out of range for a tensor "
+                             f"of {tensor.dim()} dimensions")
+    dims = [d % tensor.dim() for d in dims]
+    for name, v in (("lower", lower), ("upper", upper)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ValueError(f"torch.tpu.mark_dynamic: `{name}` must be a non-negative integer, "
+                             f"got {v!r}")
+    if lower is not None and upper is not None and lower > upper:
+        raise ValueError(f"torch.tpu.mark_dynamic: lower ({lower}) is above upper ({upper})")
+    for d in dims:
+        n = tensor.shape[d]
+        if (lower is not None and n < lower) or (upper is not None and n > upper):
+            raise ValueError(f"torch.tpu.mark_dynamic: dimension {d} has size {n}, outside "
+                             f"[{lower}, {upper}]: widen the bounds")
+    # Dynamo specializes sizes 0 and 1 whatever the marks, and a strict mark
+    # on one is an error: such a size gets its own (static) graph.
+    strict = [d for d in dims if tensor.shape[d] >= 2]
+    if strict:
+        torch._dynamo.mark_dynamic(tensor, strict, min=lower, max=upper)
+    return tensor
+
+
+# ---- padding ---------------------------------------------------------------------
+
+
+def _strides(shape):
+    out, s = [], 1
+    for n in reversed(shape):
+        out.append(s)
+        s *= max(n, 1)
+    return tuple(reversed(out))
+
+
+_host_pads = [0]
+
+
+def host_pads():
+    """Inputs that had to be padded through the host so far."""
+    return _host_pads[0]
+
+
+def _dense_like(t, shape):
+    """Strides of `shape` laid out densely in t's dimension order (by
+    stride; size-1 dimensions get stride 1, so that they never make two
+    layouts of one bucket differ), or None when t is not laid out so."""
+    order = sorted((d for d in range(t.dim()) if shape[d] > 1), key=lambda d: t.stride(d))
+    strides, step = [1] * t.dim(), 1
+    for d in order:
+        strides[d] = step
+        step *= shape[d]
+    if any(t.stride(d) != strides[d] for d in range(t.dim()) if t.shape[d] > 1):
+        return None
+    return tuple(strides)
+
+
+def pad(t, shape):
+    """`t` as a tensor of `shape` (each size >= t's) holding t's values at
+    the front of each dimension, in one layout per bucket: a view when t
+    already is the valid part of such a padded tensor (a bucketed graph's
+    result, in whatever dimension order it was laid out), else a copy padded
+    on the host (padding values are never read)."""
+    shape = tuple(shape)
+    strides = _dense_like(t, shape)
+    numel = math.prod(shape)
+    # The layout (offset, storage size) is part of a capture's key: only a
+    # storage holding exactly the padded tensor is taken as it is.
+    if (strides is not None and t.storage_offset() == 0
+            and t.untyped_storage().nbytes() == numel * t.element_size()):
+        return t.as_strided(shape, strides, 0)
+    if tuple(t.shape) == shape:  # nothing to pad: a device copy, one program per bucket
+        out = t.clone(memory_format=torch.contiguous_format)
+        return out.as_strided(shape, _dense_like(out, shape), 0)
+    _host_pads[0] += 1
+    host = t.cpu()
+    out = torch.zeros(shape, dtype=t.dtype)
+    out[tuple(slice(0, n) for n in t.shape)] = host
+    out = out.to(t.device)
+    return out.as_strided(shape, _dense_like(out, shape), 0)
+
+
+# ---- which graphs are bucketed -------------------------------------------------
+
+aten = torch.ops.aten
+
+# Ops that are exact over padded, masked dimensions whatever their dims:
+# elementwise math, layout, matmuls (XLA pads a varying contraction with
+# zeros), and ops whose reductions XLA masks with their identity.
+_SAFE = {
+    "abs", "add", "addcmul", "addcdiv", "addmm", "alias", "all", "amax", "amin", "any", "arange",
+    "baddbmm", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "bmm", "clamp",
+    "clamp_max", "clamp_min", "clone", "cos", "detach", "div", "embedding",
+    "embedding_dense_backward", "empty", "empty_like", "eq", "erf", "exp", "expand", "fill",
+    "full", "full_like", "ge", "gelu", "gelu_backward", "gt", "le", "lift_fresh_copy", "log",
+    "log1p", "logical_and", "logical_not", "logical_or", "logsumexp", "lt", "masked_fill",
+    "maximum", "minimum", "mm", "mul", "native_dropout", "native_dropout_backward", "ne", "neg",
+    "new_empty", "new_full", "new_ones", "new_zeros", "nll_loss_backward", "nll_loss_forward",
+    "ones", "ones_like", "permute", "pow", "reciprocal", "relu", "rsqrt", "scalar_tensor",
+    "sigmoid", "sigmoid_backward", "silu", "silu_backward", "sin", "sqrt", "squeeze", "sub",
+    "sum", "t", "tanh", "tanh_backward", "threshold_backward", "transpose", "tril", "triu",
+    "unsqueeze", "view", "_unsafe_view", "reshape", "where", "zeros", "zeros_like", "_to_copy",
+    "_softmax", "_softmax_backward_data", "_log_softmax", "_log_softmax_backward_data",
+    "_safe_softmax", "isneginf", "isinf", "isnan", "logical_xor", "sign", "expm1", "square",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+    "native_layer_norm", "native_layer_norm_backward", "split_with_sizes", "split",
+    "slice", "select", "mean", "copy", "cat", "stack",
+}
+# Scalar overloads whose Scalar operand may be a size: rewritten to their
+# Tensor overload with the size as a 0-d tensor computed per call.
+_SCALAR_TO_TENSOR = {
+    aten.add.Scalar: aten.add.Tensor, aten.sub.Scalar: aten.sub.Tensor,
+    aten.mul.Scalar: aten.mul.Tensor, aten.div.Scalar: aten.div.Tensor,
+}
+# Ops that reduce or contract: XLA masks them only where an operand carries a
+# padded dimension from the inputs (a bounded dimension).
+_REDUCING = {
+    "sum", "mean", "amax", "amin", "all", "any", "logsumexp", "_softmax", "_log_softmax",
+    "_safe_softmax", "_softmax_backward_data", "_log_softmax_backward_data", "mm", "bmm",
+    "addmm", "baddbmm", "nll_loss_forward", "nll_loss_backward", "native_layer_norm_backward",
+    "embedding_dense_backward", "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+}
+_SYM_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.neg,
+            operator.mod, torch.sym_max, torch.sym_min, operator.getitem}
+
+
+def _finite_int(v):
+    try:
+        return int(v) if v.is_number and bool(v.is_finite) else None
+    except (TypeError, AttributeError, ValueError):
+        return None
+
+
+def _val(n):
+    return n.meta.get("val") if isinstance(n, torch.fx.Node) else n
+
+
+def symbolic(v):
+    return isinstance(v, torch.SymInt) and not v.node.expr.is_number
+
+
+def _expr(v):
+    return v.node.expr if isinstance(v, torch.SymInt) else sympy.Integer(int(v))
+
+
+def _shape_exprs(t):
+    return [_expr(s) for s in t.shape]
+
+
+class Refused(Exception):
+    """Why a graph cannot be bucketed exactly (it then runs specialized)."""
+
+
+def _check_dims(node, t, dims):
+    if t is None:
+        return
+    for d in dims:
+        if symbolic(t.shape[d % max(t.dim(), 1)]):
+            raise Refused(f"{node.target} along a varying dimension")
+
+
+def _prefixes(shape):
+    out, p = [], sympy.Integer(1)
+    for e in shape:
+        out.append(p)
+        p = p * e
+    return out
+
+
+def _same(a, b):
+    return sympy.expand(a - b) == 0
+
+
+def _reshape_keeps_offsets(a, o):
+    """Whether every varying dimension of `a` starts a dimension of `o` at the
+    same linear offset (and the other way round). XLA moves the valid elements
+    of a varying dimension together when a reshape merges it with a dimension
+    before it, and a later split cannot put them back: [b, n, d] -> [b*n, d]
+    is refused for b > 1, [1, n, d] -> [n, d] and [4, n, 8] -> [2, 2, n, 8]
+    are fine."""
+    pa, po = _prefixes(a), _prefixes(o)
+    for x, y, px, py in ((a, o, pa, po), (o, a, po, pa)):
+        for i, e in enumerate(x):
+            if e.free_symbols and not any(
+                    _same(px[i], py[j]) and y[j].free_symbols for j in range(len(y))):
+                return False
+    return True
+
+
+def _leading(shape):
+    """Whether only dims of size 1 come before the first varying one."""
+    for e in shape:
+        if e.free_symbols:
+            return True
+        if e != 1:
+            return False
+    return True
+
+
+def _check_node(node):
+    target = node.target
+    if target in _SYM_OPS or (getattr(target, "__module__", "") or "").startswith("torch.fx.experimental"):
+        return
+    if target is operator.getitem:
+        return
+    if not isinstance(target, torch._ops.OpOverload):
+        raise Refused(f"{target} is not an ATen op")
+    name = target._schema.name.split("::")[-1]
+    if name.endswith("_"):
+        name = name[:-1]
+    if name not in _SAFE:
+        raise Refused(f"{target} is not known to be exact over padded dimensions")
+    args = node.args
+    x = _val(args[0]) if args else None
+    if name in ("view", "_unsafe_view", "reshape"):
+        out = _val(node)
+        if not _reshape_keeps_offsets(_shape_exprs(x), _shape_exprs(out)):
+            raise Refused(f"a reshape merges or splits a varying dimension with one before it "
+                          f"({list(x.shape)} -> {list(out.shape)}); only a leading varying "
+                          f"dimension can be merged (e.g. batch 1, or the length first)")
+    elif name == "embedding":
+        idx = _val(args[1])
+        if not _leading(_shape_exprs(idx)):
+            raise Refused(f"embedding indices {list(idx.shape)} vary in a dimension after "
+                          f"another (only a leading varying dimension is exact)")
+    elif name == "slice":
+        dim = args[1] if len(args) > 1 else 0
+        start = args[2] if len(args) > 2 else None
+        end = args[3] if len(args) > 3 else None
+        step = args[4] if len(args) > 4 else 1
+        size = x.shape[dim]
+        if symbolic(size) and not (start in (None, 0) and step == 1 and (
+                end is None or (isinstance(end, int) and end >= 2 ** 62)
+                or (isinstance(end, torch.fx.Node) and symbolic(_val(end))
+                    and _expr(_val(end)) == _expr(size)))):
+            raise Refused(f"a slice along a varying dimension ({node.format_node()})")
+    elif name == "select":
+        _check_dims(node, x, [args[1]])
+    elif name in ("cat", "stack"):
+        dim = args[1] if len(args) > 1 else node.kwargs.get("dim", 0)
+        first = _val(args[0][0])
+        if name == "cat" or dim < first.dim():
+            _check_dims(node, first, [dim])
+    elif name in ("split", "split_with_sizes"):
+        _check_dims(node, x, [args[2] if len(args) > 2 else 0])
+    elif name in ("native_layer_norm", "native_layer_norm_backward"):
+        t = _val(args[1] if name == "native_layer_norm_backward" else args[0])
+        k = len(args[2] if name == "native_layer_norm_backward" else args[1])
+        _check_dims(node, t, range(t.dim() - k, t.dim()))
+    elif name == "copy" and target._schema.is_mutable:
+        raise Refused("the graph writes into an input (copy_)")
+
+
+def _size_arg_ok(schema_arg):
+    return "SymInt" in str(schema_arg.type) or str(schema_arg.type).startswith("int")
+
+
+class Plan:
+    """How one AOTAutograd graph runs bucketed: which placeholder dims vary,
+    the sizes it needs as runtime values, and its rewritten graph."""
+
+    def __init__(self, gm):
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        # Bucketed symbols: the inputs' sizes. A symbol only in SymInt inputs
+        # (an input's stride, e.g. of a slice) is ignored when nothing uses it.
+        self.symbols = set()
+        for p in self.placeholders:
+            v = _val(p)
+            if isinstance(v, torch.Tensor):
+                for s in v.shape:
+                    if symbolic(s):
+                        self.symbols |= _expr(s).free_symbols
+        # Placeholder indices passed as 0: unused, or only handed on as an
+        # output (a forward returns an input's stride for its backward), whose
+        # value is then computed from the call's own values.
+        self.unused = set()
+        for i, p in enumerate(self.placeholders):
+            v = _val(p)
+            if symbolic(v) and not _expr(v).free_symbols <= self.symbols:
+                if any(u.op != "output" for u in p.users):
+                    raise Refused(f"the graph uses {v}, which is no input's size (a stride?)")
+                self.unused.add(i)
+        # Where each symbol's value comes from: (placeholder, dim or None).
+        self.binders = {}
+        for i, p in enumerate(self.placeholders):
+            v = _val(p)
+            if isinstance(v, torch.Tensor):
+                for d, s in enumerate(v.shape):
+                    e = _expr(s)
+                    if isinstance(e, sympy.Symbol):
+                        self.binders.setdefault(e, (i, d))
+            elif symbolic(v) and isinstance(_expr(v), sympy.Symbol):
+                self.binders.setdefault(_expr(v), (i, None))
+        missing = self.symbols - set(self.binders)
+        if missing:
+            raise Refused(f"sizes {sorted(map(str, missing))} are only known through expressions")
+        self.shape_env = None
+        for p in self.placeholders:
+            v = _val(p)
+            for s in (v.shape if isinstance(v, torch.Tensor) else [v]):
+                if symbolic(s):
+                    self.shape_env = s.node.shape_env
+                    break
+            if self.shape_env is not None:
+                break
+        self.sizes = []  # sympy expressions passed as 0-d int64 tensors, in order
+        self.bounded = []  # (placeholder index, dim, index into sizes)
+        for i, p in enumerate(self.placeholders):
+            v = _val(p)
+            if isinstance(v, torch.Tensor):
+                for d, s in enumerate(v.shape):
+                    if symbolic(s):
+                        self.bounded.append((i, d, self._size(_expr(s))))
+        self.gm = self._rewrite(gm)
+        out = next(n for n in self.gm.graph.nodes if n.op == "output")
+        self.outputs = [_val(o) for o in torch.fx.node.map_arg(out.args[0], lambda n: n)] \
+            if isinstance(out.args[0], (list, tuple)) else [_val(out.args[0])]
+
+    def _size(self, e):
+        if e not in self.sizes:
+            self.sizes.append(e)
+        return self.sizes.index(e)
+
+    def bounds(self, symbol):
+        """(lower, upper or None) of a symbol from Dynamo's value ranges."""
+        lower, upper = 1, None
+        if self.shape_env is not None:
+            r = self.shape_env.var_to_range.get(symbol)
+            if r is not None:
+                lower = max(1, _finite_int(r.lower) or 1)
+                upper = _finite_int(r.upper)
+                if upper is not None and upper >= 2 ** 31:
+                    upper = None
+        return lower, upper
+
+    def _rewrite(self, gm):
+        graph = torch.fx.Graph()
+        env = {}
+        result = graph.graph_copy(gm.graph, env)
+        graph.output(result)
+        new_gm = torch.fx.GraphModule(gm, graph)
+        nodes = list(graph.nodes)
+        last_ph = [n for n in nodes if n.op == "placeholder"][-1]
+        extra = {}  # size index -> placeholder
+
+        def size_input(e):
+            k = self._size(e)
+            if k not in extra:
+                with graph.inserting_after(last_ph if not extra else list(extra.values())[-1]):
+                    ph = graph.placeholder(f"_tpu_size_{k}")
+                extra[k] = ph
+            return extra[k]
+
+        bounded = set()  # nodes whose value carries an input's padded dimension
+        for node in nodes:
+            if node.op == "placeholder":
+                v = _val(node)
+                if isinstance(v, torch.Tensor) and any(symbolic(d) for d in v.shape):
+                    bounded.add(node)
+                continue
+            if node.op != "call_function":
+                continue
+            _check_node(node)
+            inputs = node.all_input_nodes
+            if any(i in bounded for i in inputs):
+                bounded.add(node)
+            elif getattr(node.target, "_schema", None) is not None and \
+                    node.target._schema.name.split("::")[-1] in _REDUCING and any(
+                        isinstance(_val(i), torch.Tensor)
+                        and any(symbolic(d) for d in _val(i).shape) for i in inputs):
+                raise Refused(f"{node.target} reduces a varying dimension of a tensor made in "
+                              f"the graph (e.g. ones(n).sum()), whose padding XLA cannot mask")
+            target = node.target
+            if not isinstance(target, torch._ops.OpOverload):
+                continue
+            schema = target._schema
+            # Sizes used as values: only a Scalar operand of add/sub/mul/div.
+            new_args = list(node.args)
+            positional = schema.name == "aten::arange"  # an iota of the padded size
+            for k, (a, sa) in enumerate(zip(node.args, schema.arguments)):
+                if (isinstance(a, torch.fx.Node) and symbolic(_val(a)) and not _size_arg_ok(sa)
+                        and not positional):
+                    if target not in _SCALAR_TO_TENSOR:
+                        raise Refused(f"a size is used as a value by {target}")
+                    new_args[k] = size_input(_expr(_val(a)))
+                    node.target = _SCALAR_TO_TENSOR[target]
+            node.args = tuple(new_args)
+            if target is aten.embedding_dense_backward.default:
+                self._mask_scatter_rows(graph, node, size_input)
+            if target in (aten.mean.dim, aten.mean.default):
+                x = _val(node.args[0])
+                dims = node.args[1] if target is aten.mean.dim and len(node.args) > 1 else None
+                dims = list(range(x.dim())) if not dims else [d % x.dim() for d in dims]
+                if any(symbolic(x.shape[d]) for d in dims):
+                    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+                    count = sympy.Integer(1)
+                    for d in dims:
+                        count = count * _expr(x.shape[d])
+                    with graph.inserting_before(node):
+                        s = graph.call_function(aten.sum.dim_IntList, (node.args[0], dims, keepdim),
+                                                {"dtype": node.kwargs.get("dtype")})
+                        s.meta["val"] = node.meta.get("val")
+                        q = graph.call_function(aten.div.Tensor, (s, size_input(count)))
+                        q.meta["val"] = node.meta.get("val")
+                    node.replace_all_uses_with(q)
+                    graph.erase_node(node)
+        self.value_sizes = list(extra)  # size indices of the added placeholders, in order
+        graph.lint()
+        new_gm.recompile()
+        return new_gm
+
+    @staticmethod
+    def _mask_scatter_rows(graph, node, size_input):
+        """embedding_dense_backward scatters every row of its gradient, and
+        XLA masks no scatter: the rows past each varying index dimension's
+        length are zeroed first (a select, so garbage there never leaks)."""
+        grad, idx = node.args[0], node.args[1]
+        if len(node.args) > 4 and node.args[4]:
+            raise Refused("embedding backward with scale_grad_by_freq counts padded indices")
+        iv = _val(idx)
+        with graph.inserting_before(node):
+            for d, s in enumerate(iv.shape):
+                if not symbolic(s):
+                    continue
+                n = graph.call_function(aten.sym_size.int, (idx, d))
+                pos = graph.call_function(aten.arange.default, (n,),
+                                          {"dtype": torch.int64, "device": iv.device})
+                past = graph.call_function(aten.ge.Tensor, (pos, size_input(_expr(s))))
+                for _ in range(iv.dim() - d):  # over the later index dims and the embedding
+                    past = graph.call_function(aten.unsqueeze.default, (past, -1))
+                grad = graph.call_function(aten.masked_fill.Scalar, (grad, past, 0.0))
+        node.args = (grad,) + tuple(node.args[1:])
+
+    def values(self, args):
+        """Each symbol's value in this call."""
+        out = {}
+        for s, (i, d) in self.binders.items():
+            a = args[i]
+            out[s] = int(a.shape[d]) if d is not None else int(a)
+        return out
+
+
+class BucketedRunner:
+    """Runs one AOTAutograd graph with symbolic sizes: one capture (one
+    program) per bucket, inputs padded to it, results handed back as views of
+    their valid part."""
+
+    def __init__(self, gm, name, plan, make_runner, num, size):
+        self.name = name
+        self.gm = gm  # the graph as traced: what runs when bucketing cannot
+        self.failed = None  # why a bucket's capture failed: every call then runs gm eagerly
+        self.plan = plan
+        self.num, self.size = num, size
+        self.runner = make_runner(gm, name)
+        self.runner.gm = self._padded_graph
+        self.runner.bucket_of_key = self._bucket_label
+        self.bounds = {s: plan.bounds(s) for s in plan.symbols}
+        self.current = {}
+
+    def _bucket_label(self):
+        return ",".join(f"{s}={v}" for s, v in sorted(self.current.items(), key=lambda kv: str(kv[0]))) \
+            or "static sizes"
+
+    def _padded_graph(self, *flat):
+        plan = self.plan
+        n = len(plan.placeholders)
+        args, sizes = list(flat[:n]), flat[n:]
+        for i, d, k in plan.bounded:
+            args[i] = torch.ops.tpu._bounded_dim(args[i], sizes[k], d)
+        extra = [sizes[k] for k in plan.value_sizes]
+        outs = plan.gm(*args, *extra)
+        flat_outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        for j, meta in enumerate(plan.outputs):
+            o = flat_outs[j]
+            if isinstance(meta, torch.Tensor) and isinstance(o, torch.Tensor):
+                for d, s in enumerate(meta.shape):
+                    if symbolic(s):
+                        o = torch.ops.tpu._static_dim(o, d)
+                flat_outs[j] = o
+        return flat_outs
+
+    def _eager(self, args):
+        out = self.gm(*args)
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
+    def __call__(self, *args):
+        plan = self.plan
+        # Padded inputs are only right inside one program: a graph that ran
+        # its padded form eagerly (a capture that failed, host tensors) would
+        # compute over the padding, so the traced graph runs instead.
+        if self.failed or any(isinstance(a, torch.Tensor) and a.device.type != "tpu"
+                              for a in args):
+            return self._eager(args)
+        actual = plan.values(args)
+        bucket = {s: bucket_of(v, *self.bounds[s], self.num, self.size)
+                  for s, v in actual.items() if s in plan.symbols}
+        self.current = bucket
+        padded = []
+        for i, p in enumerate(plan.placeholders):
+            meta, a = _val(p), args[i]
+            if (isinstance(meta, torch.Tensor) and isinstance(a, torch.Tensor)
+                    and any(symbolic(s) for s in meta.shape)):
+                shape = [int(_expr(s).subs(bucket)) for s in meta.shape]
+                padded.append(pad(a, shape))
+            elif i in plan.unused:
+                padded.append(0)
+            elif symbolic(meta):
+                padded.append(int(_expr(meta).subs(bucket)))
+            else:
+                padded.append(a)
+        device = next((a.device for a in args
+                       if isinstance(a, torch.Tensor) and a.device.type == "tpu"), None)
+        sizes = [torch.tensor(int(e.subs(actual)), dtype=torch.int64).to(device)
+                 for e in plan.sizes]
+        eager_before = len(self.runner.eager_keys)
+        outs = self.runner(*padded, *sizes)
+        if len(self.runner.eager_keys) > eager_before:
+            self.failed = "its bucketed capture could not become one program"
+            warnings.warn(f"torch_tpu: graph {self.name} runs eagerly at each size: "
+                          f"{self.failed}", stacklevel=2)
+            return self._eager(args)
+        result = []
+        for meta, o in zip(plan.outputs, outs):
+            if isinstance(meta, torch.Tensor) and isinstance(o, torch.Tensor) and any(
+                    symbolic(s) for s in meta.shape):
+                shape = [int(_expr(s).subs(actual)) for s in meta.shape]
+                o = o.as_strided(shape, o.stride(), o.storage_offset())
+            elif symbolic(meta):
+                o = int(_expr(meta).subs(actual))
+            result.append(o)
+        return result
