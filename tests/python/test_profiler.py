@@ -191,7 +191,10 @@ def test_fused_training_steps_repeat_one_cached_program(tmp_path):
     assert m["compiles"] == 0 and not _named(prof, "tpu::compile")
     programs = _device(prof)
     assert len(programs) == len(launches)
-    assert all(p.name.startswith("Fused program ") for p in programs)
+    # A step is its forward-backward program and its update (Fused Eager cuts
+    # where optimizer.step() begins), SGD's a one-op program named by its op.
+    assert any(p.name.startswith("Fused program ") for p in programs)
+    assert all(p.name.startswith("Fused ") for p in programs)
     # Each step runs the same programs: every name occurs once per step.
     counts = {}
     for p in programs:
@@ -199,7 +202,7 @@ def test_fused_training_steps_repeat_one_cached_program(tmp_path):
     assert set(counts.values()) == {4}
     trace = _trace(prof, tmp_path)
     for a in _args(trace, "tpu::launch"):
-        assert a["mode"] == "Fused" and a["cache"] == "memory" and a["num_ops"] > 1
+        assert a["mode"] == "Fused" and a["cache"] == "memory" and a["num_ops"] >= 1
         assert "aten::" in a["ops"]
 
 
