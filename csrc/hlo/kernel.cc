@@ -1,5 +1,6 @@
 #include "kernel.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <functional>
