@@ -35,5 +35,9 @@ PY="${PYTHON:-python3}"
   "torch==2.13.0" "xla-cpu-pjrt" numpy pytest ninja "cmake>=3.18" setuptools wheel \
   "transformers==5.24.0" "accelerate==1.15.0" "ray[train]==2.60.0" "torchtitan==0.3.0" \
   "triton==3.9.0"
+# ccache keys on the compile commands: with the checkout as its base
+# directory they name paths relative to it, so a fresh clone in another
+# folder (CI's) reuses the objects an earlier build of the same sources made.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1
 # No build isolation: the build must see the torch installed above.
 .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .

@@ -5,7 +5,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 py="${PYTHON:-$root/.venv/bin/python}"
 [ -x "$py" ] || py=/work/main/.venv/bin/python
-export CCACHE_BASEDIR="${CCACHE_BASEDIR:-/work}"
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-/work}" CCACHE_NOHASHDIR=1
 export TORCH_TPU_BUILD_JOBS="${TORCH_TPU_BUILD_JOBS:-2}"
 # The build imports torch, which would autoload this (possibly stale) extension.
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0
