@@ -1,0 +1,87 @@
+"""JAX at authoring time: a JAX function exported (`jax.export`) for one input
+signature to StableHLO text, and serialized modules (what Inductor's Pallas
+code hands over) turned into text. Imported only by the JAX entry points,
+never by `import torch_tpu` or by a loaded kernel file.
+"""
+import contextlib
+
+import jax
+import jax.numpy as jnp
+from jax._src import config as _jax_config
+from jax._src.interpreters import mlir as _mlir
+from jax._src.lib import _jax
+from jax._src.lib.mlir import ir as _ir
+
+# Plugins that run Mosaic (Pallas's TPU compiler); elsewhere pallas_call
+# lowers in interpret mode: its body as plain StableHLO (a loop over the grid).
+MOSAIC_PLATFORMS = ("tpu",)
+
+
+@contextlib.contextmanager
+def pallas_interpret(platform: str):
+    """Every pallas_call traced inside lowers in interpret mode off-Mosaic.
+    JAX's switch for this (the value `force_tpu_interpret_mode` sets) is
+    internal; `True` selects the HLO interpreter, which exports as plain
+    StableHLO (the TPU-simulating interpreter uses host callbacks, which do
+    not serialize)."""
+    if platform in MOSAIC_PLATFORMS:
+        yield
+        return
+    state = _jax_config.pallas_tpu_interpret_mode_context_manager
+    previous = state.swap_local(True)
+    try:
+        yield
+    finally:
+        state.set_local(previous)
+
+
+def module_text(serialized: bytes) -> str:
+    """A serialized StableHLO module (`Exported.mlir_module_serialized`) as
+    text, without locations (they name the author's files)."""
+    with _mlir.make_ir_context() as context:
+        module = _jax.mlir.deserialize_portable_artifact(serialized)
+        if not isinstance(module, _ir.Module):
+            module = _ir.Module.parse(module, context=context)
+        return _mlir.module_to_string(module, enable_debug_info=False)
+
+
+def export(fn, signature, platform: str):
+    """(text, [(dtype name, shape), ...] of the results, number of results
+    as a pytree leaf count) of `fn` exported for `signature`
+    ((dtype name, shape) per input) on `platform`."""
+    args = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)) for dtype, shape in signature]
+    # int64/float64 inputs stay 64-bit, as torch's are.
+    with jax.enable_x64(True), pallas_interpret(platform):
+        exported = jax.export.export(jax.jit(fn), platforms=[platform])(*args)
+    outputs = [(a.dtype.name, tuple(int(d) for d in a.shape)) for a in exported.out_avals]
+    return module_text(exported.mlir_module_serialized), outputs, exported.out_tree
+
+
+def vjp_function(fn, num_args: int):
+    """(*primals, *cotangents) -> the primals' gradients, through jax.vjp."""
+
+    def backward(*args):
+        primals, cotangents = args[:num_args], args[num_args:]
+        outputs, pullback = jax.vjp(fn, *primals)
+        if not isinstance(outputs, (tuple, list)):
+            cotangents = cotangents[0]
+        else:
+            cotangents = type(outputs)(cotangents)
+        return tuple(pullback(cotangents))
+
+    return backward
+
+
+def run_on_cpu(fn):
+    """`fn` on CPU torch tensors (the operator's CPU kernel), through numpy."""
+    import numpy as np
+    import torch
+
+    def run(*args):
+        with jax.enable_x64(True), pallas_interpret("cpu"):
+            out = jax.jit(fn, backend="cpu")(*[jnp.asarray(a.detach().numpy()) for a in args])
+        leaves = out if isinstance(out, (tuple, list)) else (out,)
+        tensors = tuple(torch.from_numpy(np.array(x)) for x in leaves)
+        return tensors if isinstance(out, (tuple, list)) else tensors[0]
+
+    return run

@@ -1,0 +1,111 @@
+"""`torch.tpu.pallas.jax_op(name, fn)`: a JAX function (jax.numpy, or a
+Pallas `pallas_call`) as a torch.library operator on tpu tensors.
+
+Per input signature the function is exported with `jax.export` for the tpu
+device's platform (Pallas in interpret mode where the plugin has no Mosaic)
+and served as a StableHLO kernel (`kernel_op.KernelOp`); the operator's
+fake function answers from the export's output types. `vjp=True` gives it
+autograd through `jax.vjp`, exported the same way; a user backward is
+`op.register_autograd(...)` calling another jax_op. `save_kernel` writes the
+exports to a kernel file that `load_kernel` serves without JAX
+(kernel_op.py).
+"""
+import inspect
+import typing
+
+from . import kernel_op
+
+def _is_array_annotation(annotation) -> bool:
+    if annotation is inspect.Parameter.empty:
+        return True
+    import jax
+
+    return annotation in (jax.Array, jax.numpy.ndarray) or annotation == "jax.Array"
+
+
+def _parameters(name, fn):
+    try:
+        signature = inspect.signature(inspect.unwrap(fn), eval_str=True)
+    except (TypeError, ValueError, NameError) as e:
+        raise ValueError(f"jax_op {name}: cannot read the signature of {fn!r}: {e}") from e
+    names = []
+    for p in signature.parameters.values():
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
+            raise ValueError(f"jax_op {name}: parameter '{p.name}' must be a positional array "
+                             "without a default (bind other arguments with functools.partial)")
+        if not _is_array_annotation(p.annotation):
+            raise ValueError(f"jax_op {name}: parameter '{p.name}' is annotated {p.annotation!r}: a "
+                             "kernel takes arrays (jax.Array) only; bind other arguments with "
+                             "functools.partial")
+        names.append(p.name)
+    returns = signature.return_annotation
+    if _is_array_annotation(returns) and returns is not inspect.Parameter.empty:
+        return names, 1
+    args = typing.get_args(returns)
+    if typing.get_origin(returns) is tuple and args and Ellipsis not in args and all(
+            _is_array_annotation(a) and a is not inspect.Parameter.empty for a in args):
+        return names, len(args)
+    raise ValueError(f"jax_op {name}: annotate what {getattr(fn, '__name__', 'the function')} returns: "
+                     "-> jax.Array, or -> tuple[jax.Array, jax.Array] for several arrays "
+                     f"(it says {returns!r})")
+
+
+def _exporter(name, fn, platform):
+    def export(signature):
+        from . import jax_export
+
+        try:
+            text, outputs, tree = jax_export.export(fn, signature, platform)
+        except Exception as e:  # the author's function: any error is theirs
+            raise ValueError(f"jax_op {name}: jax.export of the JAX function for inputs "
+                             f"{kernel_op.describe(signature)} failed: {type(e).__name__}: {e}") from e
+        if tree.num_nodes > 1 and tree.num_leaves != tree.num_nodes - 1:
+            raise ValueError(f"jax_op {name}: the JAX function returns {tree}; a kernel returns an "
+                             "array or a flat tuple of arrays")
+        return text, outputs
+
+    return export
+
+
+def jax_op(name, fn=None, /, *, donate_argnums=None, mesh=None, input_partition_specs=None,
+           output_partition_specs=None, vjp=False):
+    """Registers JAX function `fn` as the torch.library operator `name`
+    ("namespace::op") on tpu tensors (and CPU tensors, through JAX on the
+    host). Its parameters are arrays; its return annotation says how many
+    arrays it returns. Without `fn`, a decorator.
+
+    `donate_argnums`: accepted for the reference's API; inputs stay valid
+    (a kernel's results are new buffers, which XLA may place in dead
+    inputs). `vjp=True`: autograd through jax.vjp. `mesh` and the partition
+    specs (multi-device kernels) are not supported yet.
+    """
+    if not isinstance(name, str) or name.count("::") != 1 or not all(name.split("::")):
+        raise ValueError(f"jax_op: an operator is named 'namespace::name', not {name!r}")
+    if mesh is not None or input_partition_specs is not None or output_partition_specs is not None:
+        raise ValueError(f"jax_op {name}: mesh and partition specs (multi-device kernels) are not "
+                         "supported yet; call the kernel on one device's tensors")
+
+    def register(fn):
+        if not callable(fn):
+            raise TypeError(f"jax_op {name}: expected a JAX function, got {type(fn).__name__}")
+        names, num_results = _parameters(name, fn)
+        for i in donate_argnums or ():
+            if not isinstance(i, int) or not 0 <= i < len(names):
+                raise ValueError(f"jax_op {name}: donate_argnums has {i!r}; the function takes "
+                                 f"{len(names)} arrays")
+        from . import jax_export
+
+        platform = kernel_op.target_platform()
+        op = kernel_op.KernelOp(name, names, num_results, exporter=_exporter(name, fn, platform),
+                                cpu_impl=jax_export.run_on_cpu(fn), platform=platform)
+        if vjp:
+            backward_fn = jax_export.vjp_function(fn, len(names))
+            backward_name = name + "_vjp"
+            grads = kernel_op.KernelOp(
+                backward_name, names + [f"grad_{i}" for i in range(num_results)], len(names),
+                exporter=_exporter(backward_name, backward_fn, platform),
+                cpu_impl=jax_export.run_on_cpu(backward_fn), platform=platform)
+            kernel_op.attach_vjp(op, grads)
+        return op.op
+
+    return register if fn is None else register(fn)
