@@ -11,16 +11,11 @@ __all__ = ["jax_op", "load_kernel", "save_kernel"]
 
 
 def __getattr__(name):
-    # jax_kernels (jax_op) needs JAX only when called; tpu_torch_pallas is a
-    # submodule Inductor's generated code imports by name.
+    # jax_kernels (jax_op) imports JAX; only a use of jax_op loads it.
     if name == "jax_op":
         from .jax_kernels import jax_op
 
         return jax_op
-    if name == "tpu_torch_pallas":
-        from . import tpu_torch_pallas
-
-        return tpu_torch_pallas
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -35,6 +35,12 @@ def pallas_interpret(platform: str):
         state.set_local(previous)
 
 
+def set_pallas_interpret() -> None:
+    """Interpret mode for every pallas_call traced from now on, in every
+    thread (for code we do not call, such as Inductor's generated kernels)."""
+    _jax_config.pallas_tpu_interpret_mode_context_manager.set_global(True)
+
+
 def module_text(serialized: bytes) -> str:
     """A serialized StableHLO module (`Exported.mlir_module_serialized`) as
     text, without locations (they name the author's files)."""

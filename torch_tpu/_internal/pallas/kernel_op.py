@@ -73,6 +73,9 @@ class KernelOp:
         schema = tensor_schema(self.arg_names, self.num_results)
 
         def run_on_cpu(*args):
+            # First the checks the fake function makes: the tpu kernel runs
+            # this kernel to raise CPU's error when its meta function fails.
+            self.outputs_for(signature_of(args))
             if cpu_impl is None:
                 raise RuntimeError(f"{name} is a tpu kernel: call it on tpu tensors")
             return cpu_impl(*args)
