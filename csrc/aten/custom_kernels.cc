@@ -60,16 +60,15 @@ lowering::LoweringFn make_lowering(const std::string& name) {
                                       "\nRegister one for these types "
                                       "(torch_tpu.library.register_stablehlo_kernel).");
     hlo::Values outs = c.b.call(kernel, ins);
-    if (outs.size() != c.outputs.size())
-      throw lowering::InvalidArgument("tpu: the StableHLO kernel of " + name + " returns " +
-                                      std::to_string(outs.size()) + " tensors; the operator's "
-                                      "fake function returns " + std::to_string(c.outputs.size()));
+    // A kernel unlike its fake function is the kernel's mistake, not the
+    // arguments': a plain error (InvalidArgument would run the CPU kernel
+    // to raise its error instead).
+    TORCH_CHECK(outs.size() == c.outputs.size(), "tpu: the StableHLO kernel of ", name, " returns ",
+                outs.size(), " tensors; the operator's fake function returns ", c.outputs.size());
     for (size_t i = 0; i < outs.size(); ++i)
-      if (outs[i].type() != c.outputs[i])
-        throw lowering::InvalidArgument("tpu: the StableHLO kernel of " + name + " returns " +
-                                        outs[i].type().str() + " as result " + std::to_string(i) +
-                                        "; the operator's fake function says " +
-                                        c.outputs[i].str());
+      TORCH_CHECK(outs[i].type() == c.outputs[i], "tpu: the StableHLO kernel of ", name, " returns ",
+                  outs[i].type().str(), " as result ", i, "; the operator's fake function says ",
+                  c.outputs[i].str());
     return outs;
   };
 }

@@ -84,8 +84,9 @@ def run_on_cpu(fn):
     import torch
 
     def run(*args):
+        cpu = jax.local_devices(backend="cpu")[0]
         with jax.enable_x64(True), pallas_interpret("cpu"):
-            out = jax.jit(fn, backend="cpu")(*[jnp.asarray(a.detach().numpy()) for a in args])
+            out = jax.jit(fn)(*[jax.device_put(a.detach().numpy(), cpu) for a in args])
         leaves = out if isinstance(out, (tuple, list)) else (out,)
         tensors = tuple(torch.from_numpy(np.array(x)) for x in leaves)
         return tensors if isinstance(out, (tuple, list)) else tensors[0]

@@ -47,7 +47,7 @@ def _parameters(name, fn):
         return names, len(args)
     raise ValueError(f"jax_op {name}: annotate what {getattr(fn, '__name__', 'the function')} returns: "
                      "-> jax.Array, or -> tuple[jax.Array, jax.Array] for several arrays "
-                     f"(it says {returns!r})")
+                     f"(it says {'nothing' if returns is inspect.Parameter.empty else repr(returns)})")
 
 
 def _exporter(name, fn, platform):
