@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 _spec = importlib.util.spec_from_file_location("pallas_rms_norm",
                                                os.path.join(ROOT, "examples", "pallas_rms_norm.py"))
 example = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = example  # Dynamo imports a traced function's module by name
 _spec.loader.exec_module(example)
 
 MODES = ["DEFER_NEVER", "DEFER_AND_FUSE"]
