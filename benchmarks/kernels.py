@@ -1,6 +1,6 @@
 """Custom kernels against the same math lowered op by op, and kernel files.
 
-    python benchmarks/kernels.py [--repeats 5] [--steps 20] [--smoke]
+    python benchmarks/kernels.py [--repeats 3] [--steps 10] [--smoke]
 
 RMSNorm forward + backward on a [rows, features] f32 input, three ways: the
 Pallas kernel of examples/pallas_rms_norm.py (interpret mode off-TPU) with
@@ -55,27 +55,33 @@ def child_load(path, rows, features):
 def step_fn(norm, compiled):
     def step(x, w, g):
         x.grad = w.grad = None
-        norm(x, w).backward(g)
-        return x.grad, w.grad
+        y = norm(x, w)
+        y.backward(g)
+        return y.detach(), x.grad, w.grad
 
     return torch.compile(step, backend="tpu") if compiled else step
 
 
 def time_steps(step, args, steps):
-    for _ in range(max(3, steps)):  # warm-up: compiles, and Fused Eager finds the loop
-        step(*args)
-    torch.tpu.synchronize()
+    # Each step ends with a synchronize, as a loop that reads its loss: left
+    # running, Fused Eager may join steps into one program and compute only
+    # the last one's results (the others are dead by the flush).
+    # The step's results are alive at the synchronize (what is dead by a
+    # flush is never computed).
+    for _ in range(3):  # warm-up: compiles
+        out = step(*args)
+        torch.tpu.synchronize()
     t0 = now()
     for _ in range(steps):
-        step(*args)
-    torch.tpu.synchronize()
+        out = step(*args)  # noqa: F841
+        torch.tpu.synchronize()
     return (now() - t0) / steps * 1e3
 
 
 def main():
     p = common.parser(__doc__)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
     p.add_argument("--child-load", nargs=3, metavar=("PATH", "ROWS", "FEATURES"))
     args = p.parse_args()
     if args.child_load:

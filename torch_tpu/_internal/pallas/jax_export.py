@@ -79,16 +79,29 @@ def vjp_function(fn, num_args: int):
 
 
 def run_on_cpu(fn):
-    """`fn` on CPU torch tensors (the operator's CPU kernel), through numpy."""
+    """`fn` on CPU torch tensors (the operator's CPU kernel), through numpy
+    (bfloat16 by its bits: numpy has no such type of its own)."""
     import numpy as np
     import torch
+
+    def to_jax(t, device):
+        t = t.detach().contiguous()
+        if t.dtype == torch.bfloat16:
+            return jax.device_put(t.view(torch.int16).numpy().view(jnp.bfloat16), device)
+        return jax.device_put(t.numpy(), device)
+
+    def to_torch(x):
+        a = np.asarray(x)
+        if a.dtype == jnp.bfloat16:
+            return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+        return torch.from_numpy(a.copy())
 
     def run(*args):
         cpu = jax.local_devices(backend="cpu")[0]
         with jax.enable_x64(True), pallas_interpret("cpu"):
-            out = jax.jit(fn)(*[jax.device_put(a.detach().numpy(), cpu) for a in args])
-        leaves = out if isinstance(out, (tuple, list)) else (out,)
-        tensors = tuple(torch.from_numpy(np.array(x)) for x in leaves)
-        return tensors if isinstance(out, (tuple, list)) else tensors[0]
+            out = jax.jit(fn)(*[to_jax(a, cpu) for a in args])
+        if isinstance(out, (tuple, list)):
+            return tuple(to_torch(x) for x in out)
+        return to_torch(out)
 
     return run
