@@ -109,6 +109,15 @@ def test_bfloat16_inputs_are_their_own_signature():
     assert cpu_a.dtype == torch.bfloat16 and torch.allclose(cpu_a.float(), a.cpu().float())
 
 
+def test_decorator_form_and_64_bit_inputs():
+    @torch.tpu.pallas.jax_op("tt_jax::shifted_count")
+    def shifted_count(x: jax.Array) -> jax.Array:
+        return x + jnp.arange(x.shape[-1])  # int64 in, int64 out (JAX's 64-bit mode for this call)
+
+    x = torch.arange(12).reshape(3, 4)
+    assert_same(shifted_count(x.to("tpu")), x + torch.arange(4))
+
+
 def test_importing_torch_tpu_imports_no_jax():
     code = ("import sys, torch, torch_tpu, torch.tpu.pallas, torch_tpu._internal.pallas.kernel_op; "
             "print([m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'jaxlib'))])")
@@ -236,6 +245,8 @@ def test_bad_kernels_raise_errors_naming_them_and_the_process_goes_on():
         torch.tpu.pallas.jax_op("tt_jax::takes_int", takes_int)
     with pytest.raises(ValueError, match="tt_jax::unannotated: annotate what <lambda> returns"):
         torch.tpu.pallas.jax_op("tt_jax::unannotated", lambda x: x)
+    with pytest.raises(ValueError, match="donate_argnums has 2; the function takes 2 arrays"):
+        torch.tpu.pallas.jax_op("tt_jax::donates", softplus_and_square, donate_argnums=(2,))
     with pytest.raises(ValueError, match="'namespace::name'"):
         torch.tpu.pallas.jax_op("no_namespace", softplus_and_square)
 

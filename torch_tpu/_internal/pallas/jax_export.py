@@ -51,13 +51,19 @@ def module_text(serialized: bytes) -> str:
         return _mlir.module_to_string(module, enable_debug_info=False)
 
 
+def wide(dtype_names) -> bool:
+    """Whether a call needs JAX's 64-bit mode: only then, so that a kernel
+    written for JAX's default (jnp.zeros is float32) keeps its types, and
+    64-bit tensors stay 64-bit instead of becoming 32-bit parameters."""
+    return any(name in ("int64", "uint64", "float64", "complex128") for name in dtype_names)
+
+
 def export(fn, signature, platform: str):
     """(text, [(dtype name, shape), ...] of the results, number of results
     as a pytree leaf count) of `fn` exported for `signature`
     ((dtype name, shape) per input) on `platform`."""
     args = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)) for dtype, shape in signature]
-    # int64/float64 inputs stay 64-bit, as torch's are.
-    with jax.enable_x64(True), pallas_interpret(platform):
+    with jax.enable_x64(wide(dtype for dtype, _ in signature)), pallas_interpret(platform):
         exported = jax.export.export(jax.jit(fn), platforms=[platform])(*args)
     outputs = [(a.dtype.name, tuple(int(d) for d in a.shape)) for a in exported.out_avals]
     return module_text(exported.mlir_module_serialized), outputs, exported.out_tree
@@ -98,7 +104,7 @@ def run_on_cpu(fn):
 
     def run(*args):
         cpu = jax.local_devices(backend="cpu")[0]
-        with jax.enable_x64(True), pallas_interpret("cpu"):
+        with jax.enable_x64(wide(str(a.dtype).rsplit(".", 1)[-1] for a in args)), pallas_interpret("cpu"):
             out = jax.jit(fn)(*[to_jax(a, cpu) for a in args])
         if isinstance(out, (tuple, list)):
             return tuple(to_torch(x) for x in out)
