@@ -20,8 +20,6 @@ from conftest import assert_same
 jax = pytest.importorskip("jax", reason="JAX (the pallas extra, scripts/setup.sh) is not installed")
 import jax.numpy as jnp  # noqa: E402
 
-from torch_tpu._internal.pallas import tpu_torch_pallas  # noqa: E402
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -262,6 +260,9 @@ def test_bad_kernels_raise_errors_naming_them_and_the_process_goes_on():
         torch.tpu.pallas.jax_op("no_namespace", softplus_and_square)
 
     # Inductor's entry points: a body that does not parse; results unlike the declared ones.
+    # (Imported here: importing it turns Pallas interpret mode on process-wide off-TPU, which
+    # the tests above must not rely on.)
+    from torch_tpu._internal.pallas import tpu_torch_pallas
     tpu_torch_pallas.register_custom_kernel("tt_garbage", "k", serialized_mlir_module="not stablehlo")
     with pytest.raises(ValueError, match="the kernel tpu_pallas::tt_garbage_.* defines no func.func"):
         tpu_torch_pallas.call_custom_kernel("tt_garbage", "k", inputs=[torch.ones(4, device="tpu")],
