@@ -98,7 +98,7 @@ def main():
     repeats, steps = (1, 2) if args.smoke else (args.repeats, args.steps)
 
     t0 = now()
-    pallas_op, _ = example.register("bench_kernels")
+    pallas_op = example.register("bench_kernels")
     jnp_op = torch.tpu.pallas.jax_op("bench_kernels::rms_norm_jnp", rms_norm_jnp, vjp=True)
     x = torch.randn(rows, features, device="tpu").requires_grad_()
     w = torch.randn(features, device="tpu").requires_grad_()

@@ -79,18 +79,9 @@ def flash_attention_backward(q: jax.Array, k: jax.Array, v: jax.Array,
 
 
 def register(namespace: str = "examples"):
-    """The operators `<namespace>::flash_attention` (with autograd) and its backward."""
-    op = torch.tpu.pallas.jax_op(f"{namespace}::flash_attention", flash_attention)
-    backward = torch.tpu.pallas.jax_op(f"{namespace}::flash_attention_backward", flash_attention_backward)
-
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    def grad(ctx, g):
-        return backward(*ctx.saved_tensors, g)
-
-    op.register_autograd(grad, setup_context=setup_context)
-    return op, backward
+    """The operator `<namespace>::flash_attention`, its backward the jax.numpy one."""
+    return torch.tpu.pallas.jax_op(f"{namespace}::flash_attention", flash_attention,
+                                   backward=flash_attention_backward)
 
 
 def attention_reference(q, k, v):
@@ -99,7 +90,7 @@ def attention_reference(q, k, v):
 
 
 if __name__ == "__main__":
-    attention, _ = register()
+    attention = register()
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 4, 64, 32, generator=g) for _ in range(3))
     out = attention(q.to("tpu"), k.to("tpu"), v.to("tpu"))

@@ -5,9 +5,10 @@
 `torch.tpu.pallas.jax_op` exports the JAX function per input shape to
 StableHLO (Pallas in interpret mode where the plugin has no Mosaic, e.g.
 XLA:CPU) and serves it like any other op: Strict and Fused Eager,
-torch.compile(backend="tpu"), autograd through its backward — another
-jax_op. `save_kernel` writes the exports to a file that a process without
-JAX runs (`torch.tpu.pallas.load_kernel`). Needs JAX to author:
+torch.compile(backend="tpu"), autograd through its backward (a jax.numpy
+function, exported the same way). `save_kernel` writes the exports, the
+backward's too, to a file that a process without JAX runs
+(`torch.tpu.pallas.load_kernel`). Needs JAX to author:
 `pip install torch_tpu[pallas]`.
 """
 import jax
@@ -51,19 +52,8 @@ def rms_norm_backward(x: jax.Array, w: jax.Array, grad: jax.Array) -> tuple[jax.
 
 
 def register(namespace: str = "examples"):
-    """The operators `<namespace>::rms_norm` (with autograd) and its backward."""
-    rms_norm = torch.tpu.pallas.jax_op(f"{namespace}::rms_norm", rms_norm_pallas)
-    backward = torch.tpu.pallas.jax_op(f"{namespace}::rms_norm_backward", rms_norm_backward)
-
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    def grad(ctx, g):
-        x, w = ctx.saved_tensors
-        return backward(x, w, g)
-
-    rms_norm.register_autograd(grad, setup_context=setup_context)
-    return rms_norm, backward
+    """The operator `<namespace>::rms_norm`, its backward the jax.numpy one."""
+    return torch.tpu.pallas.jax_op(f"{namespace}::rms_norm", rms_norm_pallas, backward=rms_norm_backward)
 
 
 def rms_norm_reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -86,7 +76,7 @@ class Block(torch.nn.Module):
 
 
 if __name__ == "__main__":
-    rms_norm, _ = register()
+    rms_norm = register()
     torch.manual_seed(0)
     x, y = torch.randn(16, 32), torch.randint(0, 4, (16,))
     for name, mode, compiled in (("Fused Eager", "DEFER_AND_FUSE", False),

@@ -5,8 +5,8 @@ Per input signature the function is exported with `jax.export` for the tpu
 device's platform (Pallas in interpret mode where the plugin has no Mosaic)
 and served as a StableHLO kernel (`kernel_op.KernelOp`); the operator's
 fake function answers from the export's output types. `vjp=True` gives it
-autograd through `jax.vjp`, exported the same way; a user backward is
-`op.register_autograd(...)` calling another jax_op. `save_kernel` writes the
+autograd through `jax.vjp`, `backward=` through the author's JAX function,
+each exported the same way. `save_kernel` writes the
 exports to a kernel file that `load_kernel` serves without JAX
 (kernel_op.py).
 """
@@ -68,7 +68,7 @@ def _exporter(name, fn, platform):
 
 
 def jax_op(name, fn=None, /, *, donate_argnums=None, mesh=None, input_partition_specs=None,
-           output_partition_specs=None, vjp=False):
+           output_partition_specs=None, vjp=False, backward=None):
     """Registers JAX function `fn` as the torch.library operator `name`
     ("namespace::op") on tpu tensors (and CPU tensors, through JAX on the
     host). Its parameters are arrays; its return annotation says how many
@@ -76,11 +76,19 @@ def jax_op(name, fn=None, /, *, donate_argnums=None, mesh=None, input_partition_
 
     `donate_argnums`: accepted for the reference's API; inputs stay valid
     (a kernel's results are new buffers, which XLA may place in dead
-    inputs). `vjp=True`: autograd through jax.vjp. `mesh` and the partition
-    specs (multi-device kernels) are not supported yet.
+    inputs). Autograd (ours; the reference has neither): `vjp=True`, through
+    jax.vjp of `fn`; or `backward`, a JAX function taking `fn`'s arrays and
+    then one gradient per result and returning the arrays' gradients (a
+    tuple, one per array). Either is exported like `fn` and saved with it in
+    kernel files. `mesh` and the partition specs (multi-device kernels) are
+    not supported yet.
     """
     if not isinstance(name, str) or name.count("::") != 1 or not all(name.split("::")):
         raise ValueError(f"jax_op: an operator is named 'namespace::name', not {name!r}")
+    if vjp and backward is not None:
+        raise ValueError(f"jax_op {name}: give vjp=True or a backward function, not both")
+    if backward is not None and not callable(backward):
+        raise TypeError(f"jax_op {name}: backward is a JAX function, not {type(backward).__name__}")
     if mesh is not None or input_partition_specs is not None or output_partition_specs is not None:
         raise ValueError(f"jax_op {name}: mesh and partition specs (multi-device kernels) are not "
                          "supported yet; call the kernel on one device's tensors")
@@ -98,9 +106,9 @@ def jax_op(name, fn=None, /, *, donate_argnums=None, mesh=None, input_partition_
         platform = kernel_op.target_platform()
         op = kernel_op.KernelOp(name, names, num_results, exporter=_exporter(name, fn, platform),
                                 cpu_impl=jax_export.run_on_cpu(fn), platform=platform)
-        if vjp:
-            backward_fn = jax_export.vjp_function(fn, len(names))
-            backward_name = name + "_vjp"
+        if vjp or backward is not None:
+            backward_fn = jax_export.vjp_function(fn, len(names)) if vjp else backward
+            backward_name = name + ("_vjp" if vjp else "_backward")
             grads = kernel_op.KernelOp(
                 backward_name, names + [f"grad_{i}" for i in range(num_results)], len(names),
                 exporter=_exporter(backward_name, backward_fn, platform),
