@@ -136,6 +136,30 @@ def test_decorator_form_and_64_bit_inputs():
     assert_same(shifted_count(x.to("tpu")), x + torch.arange(4))
 
 
+def scaled_power(x: jax.Array, p: int, scale: float) -> jax.Array:
+    """Static arguments: one kernel per (p, scale)."""
+    return x ** p * scale
+
+
+power = torch.tpu.pallas.jax_op("tt_jax::scaled_power", scaled_power, vjp=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_static_arguments_are_one_kernel_each(mode):
+    x, = _inputs((4, 8), seed=13)
+    with torch_tpu.eager_mode(mode):
+        for p, scale in ((2, 0.5), (3, 2)):
+            outs, grads = _grads(lambda t: power(t, p, scale=scale), (x,), "tpu")
+            ref_outs, ref_grads = _grads(lambda t: t ** p * scale, (x,), "cpu")
+            assert_same(outs, ref_outs, atol=1e-5, rtol=1e-5)
+            assert_same(grads, ref_grads, atol=1e-5, rtol=1e-5)
+    with pytest.raises(TypeError, match="tt_jax::scaled_power: argument 'p' is a static int, not float"):
+        power(x.to("tpu"), 2.5, 1.0)
+    if mode == "DEFER_NEVER":  # an existing variant traces without a graph break
+        compiled = torch.compile(lambda t: power(t, 3, 2.0) + 1, backend="tpu", fullgraph=True)
+        assert_same(compiled(x.to("tpu")), x ** 3 * 2 + 1, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("compiled", [False, True], ids=["fused", "compiled"])
 def test_a_model_trained_with_the_kernel_equals_cpu(compiled):
     x, = _inputs((16, 32), seed=4)
@@ -181,6 +205,12 @@ xc = x.clone().requires_grad_()
 (F.softplus(xc) * y + (xc - y).square()).sum().backward()
 report = {"forward": float((a.cpu() - F.softplus(x) * y).abs().max()),
           "grad": float((xt.grad.cpu() - xc.grad).abs().max())}
+power = torch.tpu.pallas.load_kernel(sys.argv[2])
+report["static"] = float((power(x.to("tpu"), 2, 0.5).cpu() - x ** 2 * 0.5).abs().max())
+try:
+    power(x.to("tpu"), 5, 0.5)
+except ValueError as e:
+    report["unknown_static"] = str(e)
 try:
     op(torch.ones(2, 2, device="tpu"), torch.ones(2, 2, device="tpu"))
 except ValueError as e:
@@ -199,12 +229,16 @@ def test_a_kernel_file_runs_where_jax_cannot_be_imported(tmp_path):
     x, y = _inputs((4, 8), (4, 8), seed=8)
     _grads(softplus_square, (x, y), "tpu")  # exports the [4, 8] kernel and its vjp
     torch.tpu.pallas.save_kernel(softplus_square, path)
+    power(x.to("tpu"), 2, 0.5)  # exports the (2, 0.5) variant
+    static_path = tmp_path / "scaled_power.kernel"
+    torch.tpu.pallas.save_kernel(power, static_path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    run = subprocess.run([sys.executable, "-c", _NO_JAX, str(path)], capture_output=True, text=True,
-                         env=env, timeout=300)
+    run = subprocess.run([sys.executable, "-c", _NO_JAX, str(path), str(static_path)],
+                         capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
-    assert report["forward"] < 1e-5 and report["grad"] < 1e-5
+    assert report["forward"] < 1e-5 and report["grad"] < 1e-5 and report["static"] < 1e-5
+    assert "tt_jax::scaled_power has no export for static arguments [5, 0.5]" in report["unknown_static"]
     assert "tt_jax::softplus_square has no export for inputs (float32[2, 2], float32[2, 2])" in report["unknown_shape"]
     assert 'backend="tpu"' in report["inductor"] and "No module named" not in report["inductor"]
     assert report["jax_loaded"] == []
@@ -250,13 +284,13 @@ def test_bad_kernels_raise_errors_naming_them_and_the_process_goes_on():
                                          "the operator declares 2"):
         declared_two(torch.ones(4, device="tpu"))
 
-    def takes_int(x: jax.Array, n: int) -> jax.Array:
-        return x * n
-    with pytest.raises(ValueError, match="jax_op tt_jax::takes_int: parameter 'n' is annotated"):
-        torch.tpu.pallas.jax_op("tt_jax::takes_int", takes_int)
+    def takes_list(x: jax.Array, n: list) -> jax.Array:
+        return x * n[0]
+    with pytest.raises(ValueError, match="jax_op tt_jax::takes_list: parameter 'n' is annotated"):
+        torch.tpu.pallas.jax_op("tt_jax::takes_list", takes_list)
     with pytest.raises(ValueError, match="tt_jax::unannotated: annotate what <lambda> returns"):
         torch.tpu.pallas.jax_op("tt_jax::unannotated", lambda x: x)
-    with pytest.raises(ValueError, match="donate_argnums has 2; the function takes 2 arrays"):
+    with pytest.raises(ValueError, match="donate_argnums has 2; the function takes 2 arguments"):
         torch.tpu.pallas.jax_op("tt_jax::donates", softplus_and_square, donate_argnums=(2,))
     with pytest.raises(ValueError, match="'namespace::name'"):
         torch.tpu.pallas.jax_op("no_namespace", softplus_and_square)

@@ -17,7 +17,7 @@ import torch
 from ... import _C
 
 FORMAT = "torch_tpu.kernel/1"
-OPS = {}  # operator name -> its KernelOp (save_kernel finds it here)
+OPS = {}  # operator name -> its KernelOp or StaticArgsOp (save_kernel finds it here)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -150,8 +150,12 @@ class KernelOp:
     def save(self, path) -> None:
         """Writes the kernel file: every exported signature (and the
         backward's), loadable without JAX by `load_kernel`."""
-        with open(path, "w") as f:
-            json.dump({"format": FORMAT, "platform": self.platform, "op": self.to_dict()}, f)
+        write_kernel_file(path, self.platform, {"op": self.to_dict()})
+
+
+def write_kernel_file(path, platform: str, body: dict) -> None:
+    with open(path, "w") as f:
+        json.dump({"format": FORMAT, "platform": platform, **body}, f)
 
 
 def target_platform() -> str:
@@ -160,20 +164,20 @@ def target_platform() -> str:
     return {"gpu": "cuda"}.get(platform, platform)
 
 
-def _from_dict(d: dict, platform: str) -> KernelOp:
+def from_dict(d: dict, platform: str) -> KernelOp:
     op = KernelOp(d["name"], d["arg_names"], d["num_results"], platform=platform)
     for k in d["kernels"]:
         op.add_kernel([(dt, s) for dt, s in k["inputs"]], k["stablehlo"], [(dt, s) for dt, s in k["outputs"]])
     if d.get("backward"):
-        attach_vjp(op, _from_dict(d["backward"], platform))
+        attach_vjp(op, from_dict(d["backward"], platform))
     return op
 
 
-def read_kernel_file(path) -> KernelOp:
-    """The KernelOp of a kernel file written by `save` (no JAX needed):
-    defined with torch.library under its saved name, its kernels (and
-    backward) registered. Raises ValueError for a file that is not a kernel
-    file, or one exported for another platform than this device's."""
+def read_kernel_file(path):
+    """The KernelOp (or StaticArgsOp) of a kernel file written by `save` (no
+    JAX needed): defined with torch.library under its saved name, its kernels
+    (and backward) registered. Raises ValueError for a file that is not a
+    kernel file, or one exported for another platform than this device's."""
     try:
         with open(path) as f:
             data = json.load(f)
@@ -181,11 +185,16 @@ def read_kernel_file(path) -> KernelOp:
         raise ValueError(f"cannot read the kernel file {path}: {e}") from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{path} is not a torch_tpu kernel file (format {FORMAT!r})")
+    body = data.get("op") or data.get("static_op") or {}
     here = target_platform()
-    if data["platform"] != here:
-        raise ValueError(f"the kernel file {path} ({data['op']['name']}) was exported for platform "
-                         f"{data['platform']!r}; this device's is {here!r}: export it again there")
-    return _from_dict(data["op"], here)
+    if data.get("platform") != here:
+        raise ValueError(f"the kernel file {path} ({body.get('name')}) was exported for platform "
+                         f"{data.get('platform')!r}; this device's is {here!r}: export it again there")
+    if "static_op" in data:
+        from . import static_args
+
+        return static_args.from_dict(data["static_op"], here)
+    return from_dict(data["op"], here)
 
 
 def attach_vjp(op: KernelOp, backward: KernelOp) -> None:
@@ -207,10 +216,10 @@ def attach_vjp(op: KernelOp, backward: KernelOp) -> None:
     op.op.register_autograd(grad, setup_context=setup_context)
 
 
-def kernel_of(op) -> KernelOp:
-    """The KernelOp behind an operator from jax_op or load_kernel."""
-    name = getattr(op, "_qualname", op)
-    found = OPS.get(name)
+def kernel_of(op):
+    """The KernelOp (or StaticArgsOp) behind an operator from jax_op or load_kernel."""
+    name = getattr(op, "_qualname", None) or getattr(op, "name", op)
+    found = OPS.get(name) if isinstance(name, str) else None
     if found is None:
         raise ValueError(f"{name!r} is not a kernel operator of torch.tpu.pallas.jax_op or load_kernel")
     return found
@@ -224,6 +233,8 @@ def save_kernel(op, path) -> None:
 
 
 def load_kernel(path):
-    """The operator (a torch.library CustomOpDef) of kernel file `path`,
-    served without JAX."""
-    return read_kernel_file(path).op
+    """The operator of kernel file `path` (a torch.library CustomOpDef; a
+    callable that picks the variant of its static arguments for an operator
+    that has some), served without JAX."""
+    found = read_kernel_file(path)
+    return found.op if isinstance(found, KernelOp) else found
