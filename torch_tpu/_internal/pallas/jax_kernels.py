@@ -4,16 +4,18 @@ Pallas `pallas_call`) as a torch.library operator on tpu tensors.
 Per input signature the function is exported with `jax.export` for the tpu
 device's platform (Pallas in interpret mode where the plugin has no Mosaic)
 and served as a StableHLO kernel (`kernel_op.KernelOp`); the operator's
-fake function answers from the export's output types. `vjp=True` gives it
-autograd through `jax.vjp`, `backward=` through the author's JAX function,
-each exported the same way. `save_kernel` writes the
-exports to a kernel file that `load_kernel` serves without JAX
-(kernel_op.py).
+fake function answers from the export's output types. Static (int, float,
+bool, str) arguments make one such operator per tuple of their values
+(static_args.py). `vjp=True` gives it autograd through `jax.vjp`,
+`backward=` through the author's JAX function, each exported the same way.
+`save_kernel` writes the exports to a kernel file that `load_kernel` serves
+without JAX (kernel_op.py).
 """
 import inspect
 import typing
 
 from . import kernel_op, static_args
+
 
 def _is_array_annotation(annotation) -> bool:
     if annotation is inspect.Parameter.empty:
