@@ -58,6 +58,9 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     install_requires=["torch>=2.11,<2.14", "xla-cpu-pjrt", "numpy"],
+    # JAX authors kernels (torch.tpu.pallas.jax_op) and runs Inductor's
+    # Pallas code path; kernel files and the runtime never import it.
+    extras_require={"pallas": ["jax==0.10.2", "jaxlib==0.10.2"]},
     entry_points={
         "torch.backends": ["tpu = torch_tpu:_autoload"],
         "torch_dynamo_backends": ["tpu = torch_tpu.compiler:tpu_backend"],

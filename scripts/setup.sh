@@ -35,6 +35,13 @@ PY="${PYTHON:-python3}"
   "torch==2.13.0" "xla-cpu-pjrt" numpy pytest ninja "cmake>=3.18" setuptools wheel \
   "transformers==5.24.0" "accelerate==1.15.0" "ray[train]==2.60.0" "torchtitan==0.3.0" \
   "triton==3.9.0"
+# jax/jaxlib: authoring-time only (the `pallas` extra): torch.tpu.pallas.jax_op
+# exports JAX/Pallas kernels with it, Inductor's Pallas path for tpu imports
+# it; the tests of both need it. The runtime never imports it (kernel files
+# run without). 0.10.2 checked with `pip install --dry-run "torch==2.13.0"
+# jax==0.10.2 jaxlib==0.10.2`: it keeps the torch pin (adds ml_dtypes,
+# opt_einsum, scipy; about 25 s to install).
+.venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0" "jax==0.10.2" "jaxlib==0.10.2"
 # ccache keys on the compile commands: with the checkout as its base
 # directory they name paths relative to it, so a fresh clone in another
 # folder (CI's) reuses the objects an earlier build of the same sources made.

@@ -7,7 +7,8 @@ tracing (transformers' `CompileConfig()` names Inductor explicitly). Then we
 register, through Inductor's own per-device registry, a code generator whose
 first use raises one error saying what to do instead: `backend="tpu"`, which
 is also what the default backend picks for tpu tensors. With JAX installed,
-Inductor's Pallas path is left as it is.
+Inductor's Pallas path is left as it is: its generated code runs its kernels
+through torch_tpu._internal.pallas.tpu_torch_pallas.
 """
 import importlib.util
 
@@ -37,9 +38,16 @@ def _register(common):
         common.register_backend_for_device("tpu", NoInductorCodegen, NoInductorCodegen)
 
 
+def _jax_importable() -> bool:
+    try:
+        return importlib.util.find_spec("jax") is not None
+    except (ImportError, ValueError):  # an import hook refusing it; a broken entry
+        return False
+
+
 def install():
     """At Inductor's first import, when JAX is absent (called at import of torch_tpu)."""
-    if importlib.util.find_spec("jax") is None:
+    if not _jax_importable():
         from ._import_hooks import after_import
 
         after_import("torch._inductor.codegen.common", _register)

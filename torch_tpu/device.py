@@ -242,9 +242,10 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 from .precision import Precision, precision, get_precision, set_precision  # noqa: E402,F401
 # The reference's submodules: torch.tpu.compiler, .ops, .optimizers,
-# .profiler, .sync (torch_tpu.sync is a function, so its module is tpu_sync).
+# .pallas, .profiler, .sync (torch_tpu.sync is a function, so its module is tpu_sync).
 from . import compiler, ops, optimizers, profiler  # noqa: E402,F401
 from . import tpu_sync as sync  # noqa: E402,F401
+from ._internal import pallas  # noqa: E402,F401  (no JAX until jax_op is called)
 from .compiler_options import get_allow_excess_precision, set_allow_excess_precision  # noqa: E402
 from .dynamic_shapes import mark_dynamic  # noqa: E402,F401  (torch.tpu.mark_dynamic)
 from .streams import (  # noqa: E402,F401
@@ -285,5 +286,5 @@ class _DeviceModule(types.ModuleType):
 _default_generators = default_generators
 del default_generators
 sys.modules[__name__].__class__ = _DeviceModule
-for _name in ("compiler", "ops", "optimizers", "profiler", "sync"):  # `import torch.tpu.ops` works too
+for _name in ("compiler", "ops", "optimizers", "pallas", "profiler", "sync"):  # `import torch.tpu.ops` works too
     sys.modules[f"torch.tpu.{_name}"] = globals()[_name]

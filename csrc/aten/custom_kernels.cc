@@ -60,28 +60,30 @@ lowering::LoweringFn make_lowering(const std::string& name) {
                                       "\nRegister one for these types "
                                       "(torch_tpu.library.register_stablehlo_kernel).");
     hlo::Values outs = c.b.call(kernel, ins);
-    if (outs.size() != c.outputs.size())
-      throw lowering::InvalidArgument("tpu: the StableHLO kernel of " + name + " returns " +
-                                      std::to_string(outs.size()) + " tensors; the operator's "
-                                      "fake function returns " + std::to_string(c.outputs.size()));
+    // A kernel unlike its fake function is the kernel's mistake, not the
+    // arguments': a plain error (InvalidArgument would run the CPU kernel
+    // to raise its error instead).
+    TORCH_CHECK(outs.size() == c.outputs.size(), "tpu: the StableHLO kernel of ", name, " returns ",
+                outs.size(), " tensors; the operator's fake function returns ", c.outputs.size());
     for (size_t i = 0; i < outs.size(); ++i)
-      if (outs[i].type() != c.outputs[i])
-        throw lowering::InvalidArgument("tpu: the StableHLO kernel of " + name + " returns " +
-                                        outs[i].type().str() + " as result " + std::to_string(i) +
-                                        "; the operator's fake function says " +
-                                        c.outputs[i].str());
+      TORCH_CHECK(outs[i].type() == c.outputs[i], "tpu: the StableHLO kernel of ", name, " returns ",
+                  outs[i].type().str(), " as result ", i, "; the operator's fake function says ",
+                  c.outputs[i].str());
     return outs;
   };
 }
 
 }  // namespace
 
-void register_stablehlo_kernel(const std::string& name, const std::string& text) {
+namespace {
+
+// The operator `name` after the checks a StableHLO kernel needs: tensors in,
+// new tensors out.
+c10::OperatorHandle kernel_operator(const std::string& name) {
   auto dot = name.find('.');
   std::string base = name.substr(0, dot);
   std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
-  auto ns_end = base.find("::");
-  TORCH_CHECK_VALUE(ns_end != std::string::npos,
+  TORCH_CHECK_VALUE(base.find("::") != std::string::npos,
                     "tpu: a kernel is registered for an operator named 'namespace::name', not '",
                     name, "'");
   auto handle = c10::Dispatcher::singleton().findSchema({base, overload});
@@ -100,6 +102,33 @@ void register_stablehlo_kernel(const std::string& name, const std::string& text)
     TORCH_CHECK_VALUE(r.type()->kind() == c10::TypeKind::TensorType && r.alias_info() == nullptr,
                       "tpu: a StableHLO kernel returns new tensors; ", name, " returns ",
                       r.type()->str(), r.alias_info() ? " aliasing an argument" : "");
+  return *handle;
+}
+
+// Registers the operator's tpu kernel once (caller holds g_mu).
+void serve_locked(Served& s, const c10::OperatorHandle& handle, const std::string& qualified) {
+  if (s.fn) return;  // served already: the lowering finds new signatures
+  TORCH_CHECK_VALUE(!handle.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1),
+                    "tpu: ", qualified, " already has a tpu (PrivateUse1) kernel");
+  s.fn = std::make_unique<lowering::LoweringFn>(make_lowering(qualified));
+  std::string ns = qualified.substr(0, qualified.find("::"));
+  s.library = std::make_unique<torch::Library>(torch::Library::IMPL, ns,
+                                               c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  serve(*s.library, handle, s.fn.get(), "stablehlo:" + qualified);
+}
+
+}  // namespace
+
+void serve_stablehlo_operator(const std::string& name) {
+  c10::OperatorHandle handle = kernel_operator(name);
+  std::string qualified = full_name(handle.schema().operator_name());
+  std::lock_guard<std::mutex> lock(g_mu);
+  serve_locked(served_ops()[qualified], handle, qualified);
+}
+
+void register_stablehlo_kernel(const std::string& name, const std::string& text) {
+  c10::OperatorHandle handle = kernel_operator(name);
+  const c10::FunctionSchema& schema = handle.schema();
   hlo::KernelPtr kernel;
   try {
     kernel = hlo::Kernel::parse(text);
@@ -121,15 +150,8 @@ void register_stablehlo_kernel(const std::string& name, const std::string& text)
                       " already has a StableHLO kernel taking ", signature(k->parameters),
                       "; a kernel, once used, may be in compiled programs, so it is not replaced: ",
                       "define a new operator for a new kernel");
+  serve_locked(s, handle, qualified);
   s.kernels.push_back(kernel);
-  if (s.fn) return;  // served already: the lowering finds the new signature
-  TORCH_CHECK_VALUE(!handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1),
-                    "tpu: ", qualified, " already has a tpu (PrivateUse1) kernel");
-  s.fn = std::make_unique<lowering::LoweringFn>(make_lowering(qualified));
-  std::string ns = base.substr(0, ns_end);
-  s.library = std::make_unique<torch::Library>(torch::Library::IMPL, ns,
-                                               c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-  serve(*s.library, *handle, s.fn.get(), "stablehlo:" + qualified);
 }
 
 std::vector<std::pair<std::string, std::string>> stablehlo_kernels() {

@@ -18,6 +18,12 @@ namespace torch_tpu::aten {
 // operator, non-tensor arguments, a kernel whose parameter count differs,
 // or an operator that already has one.
 void register_stablehlo_kernel(const std::string& name, const std::string& text);
+// Serves operator `name` on tpu with the StableHLO kernels it will be given
+// (register_stablehlo_kernel), before it has any: kernels made on demand
+// (jax.export per input signature, from the operator's fake function, which
+// runs before the lowering looks a kernel up) need the tpu kernel in place.
+// The same checks and errors as register_stablehlo_kernel.
+void serve_stablehlo_operator(const std::string& name);
 // The operators given a StableHLO kernel, with its entry symbol.
 std::vector<std::pair<std::string, std::string>> stablehlo_kernels();
 

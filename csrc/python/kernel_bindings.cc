@@ -16,5 +16,12 @@ void bind_kernels(py::module& m) {
       throw py::value_error(e.what_without_backtrace());
     }
   });
+  m.def("_serve_stablehlo_operator", [](const std::string& name) {
+    try {
+      torch_tpu::aten::serve_stablehlo_operator(name);
+    } catch (const c10::ValueError& e) {
+      throw py::value_error(e.what_without_backtrace());
+    }
+  });
   m.def("_stablehlo_kernels", &torch_tpu::aten::stablehlo_kernels);
 }
