@@ -23,6 +23,7 @@ SCRIPTS = {
     "conv": ["rows"],
     "transfers": ["rows"],
     "dynamic": ["rows", "results"],
+    "single_trace_trainer": ["rows"],
 }
 
 
