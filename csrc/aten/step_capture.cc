@@ -137,9 +137,17 @@ bool step_capture_detail::generator_inputs(const at::Generator& gen, uint64_t se
   return true;
 }
 
+std::atomic<bool> g_donation{true};
+
 struct StepGraph::Impl {
   std::string text;
   pjrt::ExecutablePtr exe;  // null: the step recorded no device work
+  // The same program with the parameters of `donated` (sources the step
+  // rewrites with a result of its own) donated: a replay whose donated
+  // buffers nothing else holds runs it, and the program may write its
+  // results into their memory. Null: none (or donation off).
+  pjrt::ExecutablePtr donating_exe;
+  std::vector<size_t> donated;  // sources
   int device = 0;
   // Parameter i: the current contents of sources[source[i]], or constants[i]
   // (a host scalar, host data uploaded during the step) when source[i] < 0.
@@ -360,8 +368,37 @@ std::shared_ptr<StepGraph> StepGraph::end() {
     st.dtype = noted[k].dtype;
   }
   TORCH_CHECK(refuse.empty(), "tpu: the step cannot be captured: ", refuse);
+  if (g_donation && impl->exe) add_donating_program(e, *impl);
   return std::make_shared<StepGraph>(impl);
 }
+
+void StepGraph::add_donating_program(engine::Engine& e, Impl& g) {
+  // A source may be donated when the step replaces its storage's contents
+  // with a result and no other storage takes its entry buffer.
+  using Kind = Impl::Update::Kind;
+  std::unordered_map<const c10::StorageImpl*, size_t> source_of;
+  for (size_t s = 0; s < g.sources.size(); ++s)
+    source_of.emplace(g.sources[s].storage.unsafeGetStorageImpl(), s);
+  std::vector<bool> rewritten(g.sources.size(), false), taken(g.sources.size(), false);
+  for (const Impl::Update& u : g.updates) {
+    if (u.kind == Kind::kSource) taken[u.index] = true;
+    auto it = source_of.find(u.storage.unsafeGetStorageImpl());
+    if (u.kind == Kind::kResult && it != source_of.end()) rewritten[it->second] = true;
+  }
+  std::vector<size_t> params;
+  for (size_t i = 0; i < g.source.size(); ++i) {
+    int s = g.source[i];
+    if (s >= 0 && rewritten[s] && !taken[s]) {
+      params.push_back(i);
+      g.donated.push_back(static_cast<size_t>(s));
+    }
+  }
+  if (params.empty()) return;
+  g.donating_exe = e.cache().get(hlo::with_donated_params(g.text, params));
+}
+
+void StepGraph::set_donation(bool on) { g_donation = on; }
+bool StepGraph::donation() { return g_donation; }
 
 void StepGraph::replay() const {
   Impl& g = *impl_;
@@ -399,6 +436,15 @@ void StepGraph::replay() const {
       gen.seed_holds = seed;
     }
   }
+  // Donation: every donated source's buffer is held by its storage's value
+  // alone (and by launched programs reading it), so the program may take it.
+  bool donate = g.donating_exe != nullptr;
+  for (size_t k = 0; donate && k < g.donated.size(); ++k) {
+    size_t s = g.donated[k];
+    const engine::ValuePtr& v = state_of(g.sources[s].storage).value;
+    const pjrt::BufferPtr& b = entry[s];
+    donate = v.use_count() == 1 && b.use_count() == 2 + e.in_flight_refs(b.get());
+  }
   std::vector<engine::ValuePtr> results;
   if (g.exe) {
     std::vector<pjrt::BufferPtr> args;
@@ -409,7 +455,12 @@ void StepGraph::replay() const {
       Impl::Generator& gen = g.generators[gp.generator];
       args[gp.param] = gp.offset ? gen.offset->buffer() : gen.seed;
     }
-    results = e.run(*g.exe, args, g.device);
+    const pjrt::Executable& exe = donate ? *g.donating_exe : *g.exe;
+    results = e.run(exe, args, g.device);
+    // What replays allocate beyond their arguments (compiled statistics).
+    e.metrics().count("step_replays");
+    if (donate) e.metrics().count("step_replays_donating");
+    if (exe.run_bytes() > 0) e.metrics().count("step_replay_bytes", exe.run_bytes());
   }
   for (Impl::Generator& gen : g.generators) {
     gen.offset = results.at(gen.next_result);

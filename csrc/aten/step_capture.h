@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "../engine/engine.h"
 #include "../hlo/builder.h"
 
 namespace torch_tpu::aten {
@@ -87,10 +88,19 @@ class StepGraph {
   size_t num_inputs() const;
   size_t num_updates() const;
 
+  // Donation on replay (on by default; read at capture end): a step's
+  // program is also compiled with the parameters of the storages it rewrites
+  // with its own results donated, and a replay runs that program when
+  // nothing but those storages holds their buffers, so the results may take
+  // their memory. Off: results are always fresh allocations.
+  static void set_donation(bool on);
+  static bool donation();
+
   struct Impl;
   explicit StepGraph(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
  private:
+  static void add_donating_program(engine::Engine& e, Impl& g);
   std::shared_ptr<Impl> impl_;
 };
 
