@@ -5,10 +5,9 @@ import copy
 
 import pytest
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 import torch_tpu
+from test_step_capture import _mlp, _step
 
 
 @pytest.fixture
@@ -16,19 +15,6 @@ def donation():
     previous = torch_tpu._C._step_graph_donation()
     yield torch_tpu._C._set_step_graph_donation
     torch_tpu._C._set_step_graph_donation(previous)
-
-
-def _mlp():
-    return nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
-                         nn.Linear(64, 4))
-
-
-def _step(model, opt, x, y):
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=False)
-    return loss
 
 
 def _captured(model):

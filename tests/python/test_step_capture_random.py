@@ -13,6 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from test_step_capture import _step
+
 
 def _offset():
     return int(torch.tpu.get_rng_state().view(torch.int64)[1])
@@ -165,14 +167,6 @@ def _batches(n):
     w = torch.randn(16, 4, generator=g)
     xs = [torch.randn(32, 16, generator=g) for _ in range(n)]
     return [(x, (x @ w).argmax(dim=1)) for x in xs]
-
-
-def _step(model, opt, x, y):
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=False)
-    return loss
 
 
 def _train(model, batches, captured):
