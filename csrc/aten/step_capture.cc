@@ -37,6 +37,7 @@ struct Noted {
 struct GeneratorUse {
   at::Generator gen;
   uint64_t seed = 0, base = 0;
+  uint64_t least = 0;  // the least offset the generator may be at next (draws advance it)
   engine::ValuePtr seed_in, offset_in;
   engine::ValuePtr next;  // end(): the offset after the step, a result
 };
@@ -121,11 +122,13 @@ bool step_capture_detail::generator_inputs(const at::Generator& gen, uint64_t se
   if (u == nullptr) {
     const hlo::TensorType type{hlo::ElementType::kU64, {}};
     int device = gen.device().index();
-    c.generators.push_back({gen, seed, offset, e.from_host(&seed, type, device),
+    c.generators.push_back({gen, seed, offset, offset, e.from_host(&seed, type, device),
                             e.from_host(&offset, type, device), nullptr});
     u = &c.generators.back();
   }
-  TORCH_CHECK(seed == u->seed && offset >= u->base,
+  bool rewound = seed != u->seed || offset < u->least;
+  u->least = offset + 1;
+  TORCH_CHECK(!rewound,
               "tpu: a tpu generator was reseeded or rewound during a step capture; seed it "
               "before the capture (replays draw from its state at each replay)");
   hlo::Builder& b = e.builder();
@@ -235,22 +238,32 @@ std::shared_ptr<StepGraph> StepGraph::end() {
     abort();
     TORCH_CHECK(false, "tpu: the step capture was abandoned (its ops ran eagerly): ", refused);
   }
-  step_capture_detail::capturing = false;
-  e.set_capture_guard(false);
   // Each generator's offset after the step: base + what the step drew.
   std::vector<uint64_t> totals;
   for (GeneratorUse& u : c.generators) {
     auto* g = u.gen.get<TpuGenerator>();
-    uint64_t now;
+    uint64_t now, seed;
     {
       std::lock_guard<std::mutex> lock(u.gen.mutex());
       now = g->get_offset();
+      seed = g->current_seed();
+    }
+    if (now < u.least || seed != u.seed) {
+      abort();
+      TORCH_CHECK(false, "tpu: the step capture was abandoned (its ops ran eagerly): a tpu "
+                  "generator was reseeded or rewound during it; seed it before the capture "
+                  "(replays draw from its state at each replay)");
     }
     totals.push_back(now - u.base);
+  }
+  step_capture_detail::capturing = false;
+  e.set_capture_guard(false);
+  for (size_t k = 0; k < c.generators.size(); ++k) {
+    GeneratorUse& u = c.generators[k];
     e.begin(u.offset_in->device());
     hlo::Builder& b = e.builder();
     u.next = e.produce(b.add(e.use(u.offset_in),
-                             b.constant_bits(hlo::ElementType::kU64, totals.back())));
+                             b.constant_bits(hlo::ElementType::kU64, totals[k])));
   }
   engine::Program p;
   try {

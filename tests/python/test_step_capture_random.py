@@ -237,4 +237,9 @@ def test_reseeding_inside_a_capture_is_refused():
             torch.rand(4, device="tpu")
             torch.tpu.manual_seed(1)
             torch.rand(4, device="tpu")
+    with pytest.raises(RuntimeError, match="reseeded or rewound during it"):
+        with torch.tpu.graph(g):
+            torch.rand(4, device="tpu")
+            torch.tpu.manual_seed(1)  # after the last draw: found at the end
+    assert not torch.tpu.is_current_stream_capturing()
     assert torch.rand(4, device="tpu").shape == (4,)
