@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import torch_tpu
 from test_step_capture import _step
 
 
@@ -68,7 +69,10 @@ def test_replays_draw_the_bits_of_the_same_eager_steps():
     assert _offset() == before  # capture records the step; it draws nothing
     replayed = []
     for _ in range(3):
+        uploads = torch_tpu.metrics().get("transfers_to_device", 0)
         g.replay()
+        # The generator's state stays on the device between replays.
+        assert torch_tpu.metrics().get("transfers_to_device", 0) == uploads
         replayed.append(_snapshot(out))
     assert _offset() == eager_offset
     for e, r in zip(eager, replayed):
