@@ -1,13 +1,18 @@
 """`torch.tpu.optimizers.SingleTraceTrainer`: one program per training step.
 
 The step (forward, loss, gradients by torch.func, the functional optimizer's
-in-place update) is traced once with make_fx on fake tensors into one ATen
-graph over the flattened state and inputs. By default that graph runs
-through the torch.compile backend's graph runner (torch_tpu/compiler.py):
-its first call captures it as one StableHLO program, later calls replay the
-program with only device buffers crossing over, and the optimizer's writes
-into parameters and moments land in them in place. A `compile_fn(gm,
-example_inputs)` (or `compile_fn(gm)`) returning a callable replaces that.
+in-place update) is captured once as a step graph (`torch.tpu.graph`,
+csrc/aten/step_capture.h) on static copies of the inputs: the first call
+copies its batch in, captures the step and replays it; every later call
+copies its batch into the static inputs and replays the one program (no
+PyTorch dispatch). Parameters, optimizer state and buffers are updated in
+place; random ops (dropout) draw new numbers at each replay.
+
+A `compile_fn(gm, example_inputs)` (or `compile_fn(gm)`) returning a callable
+takes the traced path instead: the step is traced once with make_fx on fake
+tensors into one ATen graph over the flattened state and inputs, and that
+graph is handed to `compile_fn` (e.g. the `torch.compile` backend's graph
+runner, `graph_runner_compile`).
 """
 import inspect
 
@@ -18,7 +23,9 @@ from torch.nn.utils import stateless
 from torch.utils import _pytree
 
 
-def _default_compile(gm, example_inputs):
+def graph_runner_compile(gm, example_inputs):
+    """The traced path through the torch.compile backend's graph runner:
+    its first call captures the graph as one program, later calls replay it."""
     from .compiler import _GraphRunner
 
     return _GraphRunner(gm, "train_step")
@@ -99,10 +106,25 @@ class SingleTraceTrainer:
                 return self._compute_loss_fn(self._model, args, kwargs), buffers
             return _loss_of(self._model(*args, **kwargs), targets), buffers
 
+    def _step(self, inputs, targets):
+        """One step: the loss, and the gradients (stored) or the update."""
+        group = self._param_group
+        params = getattr(group, "params", group)
+        grads, (loss, _) = func.grad_and_value(
+            lambda p, b: self._loss(p, b, inputs, targets), has_aux=True)(params, self._buffers)
+        if self._optimizer is not None:
+            self._optimizer(group, grads)
+        return loss, grads
+
     def make_compiled_train_step(self, example_inputs, example_targets=None, compile_fn=None):
-        """Traces one step on the example's shapes and returns
-        `train_step(inputs, targets=None) -> loss`."""
-        compile_fn = compile_fn or self._compile_fn or _default_compile
+        """Returns `train_step(inputs, targets=None) -> loss` for inputs of the
+        example's structure, shapes and dtypes: one program per step."""
+        compile_fn = compile_fn or self._compile_fn
+        if compile_fn is not None:
+            return self._traced_train_step(example_inputs, example_targets, compile_fn)
+        return _CapturedStep(self, example_inputs, example_targets)
+
+    def _traced_train_step(self, example_inputs, example_targets, compile_fn):
         with_targets = example_targets is not None
         state = (self._param_group, self._buffers)
         flat, in_spec = _pytree.tree_flatten(
@@ -145,3 +167,70 @@ class SingleTraceTrainer:
             return loss
 
         return train_step
+
+
+class _CapturedStep:
+    """`train_step(inputs, targets=None) -> loss` over one captured step graph.
+
+    The batch is copied into static tensors (made like the example's) before
+    each replay; a non-tensor leaf of the example is part of the program and
+    must come back unchanged. The returned loss is a new tensor each call."""
+
+    def __init__(self, trainer, example_inputs, example_targets):
+        self._trainer = trainer
+        self._with_targets = example_targets is not None
+        flat, self._spec = _pytree.tree_flatten(
+            (example_inputs,) + ((example_targets,) if self._with_targets else ()))
+        device = next((t.device for t in flat if isinstance(t, torch.Tensor)
+                       and t.device.type == "tpu"), None)
+        if device is None:
+            device = next(p.device for p in _pytree.tree_flatten(trainer.param_group)[0]
+                          if isinstance(p, torch.Tensor))
+        self._static = [torch.empty_like(t, device=device) if isinstance(t, torch.Tensor) else t
+                        for t in flat]
+        self._graph = None
+        self._loss = None
+
+    def _copy_in(self, inputs, targets):
+        flat, spec = _pytree.tree_flatten((inputs,) + ((targets,) if self._with_targets else ()))
+        if spec != self._spec:
+            raise ValueError("train_step's inputs must have the structure of the example "
+                             f"inputs the step was captured with: got {spec}, expected "
+                             f"{self._spec}")
+        for i, (new, static) in enumerate(zip(flat, self._static)):
+            if not isinstance(static, torch.Tensor):
+                if new is not static and new != static:
+                    raise ValueError(f"train_step's input leaf {i} is {new!r}; the step was "
+                                     f"captured with {static!r} (a constant of its program): "
+                                     "make another train step for other values")
+                continue
+            if (not isinstance(new, torch.Tensor) or new.shape != static.shape
+                    or new.dtype != static.dtype):
+                got = (f"{tuple(new.shape)} {new.dtype}" if isinstance(new, torch.Tensor)
+                       else type(new).__name__)
+                raise ValueError(f"train_step's input tensor {i} is {got}; the step was "
+                                 f"captured for {tuple(static.shape)} {static.dtype} (static "
+                                 "shapes): make another train step for other shapes")
+            static.copy_(new)
+
+    def __call__(self, inputs, targets=None):
+        if (targets is None) == self._with_targets:
+            raise ValueError("train_step takes targets exactly when make_compiled_train_step "
+                             "was given example_targets")
+        self._copy_in(inputs, targets)
+        if self._graph is None:
+            self._capture()
+        self._graph.replay()
+        return self._loss.clone()
+
+    def _capture(self):
+        tree = _pytree.tree_unflatten(self._static, self._spec)
+        inputs, targets = tree[0], (tree[1] if self._with_targets else None)
+        trainer = self._trainer
+        graph = torch.tpu.TPUGraph()
+        with torch.tpu.graph(graph):
+            loss, grads = trainer._step(inputs, targets)
+        self._graph, self._loss = graph, loss
+        if trainer._optimizer is None:  # replays rewrite these gradients in place
+            for name, p in trainer._model.named_parameters():
+                p.grad = grads.get(name.replace(".", "_"))

@@ -4,6 +4,7 @@
 
 #include "device.h"
 #include "generator.h"
+#include "step_capture.h"
 #include "tensor_io.h"
 
 namespace torch_tpu::aten {
@@ -83,6 +84,24 @@ hlo::Value number(ArgReader& r, const c10::Scalar& s, bool wide) {
   return r.scalar(dtype, scalar_bits(s, dtype));
 }
 
+// A generator's (seed, offset) as the op's 0-d u64 inputs; inside a step
+// capture, the step's generator inputs (step_capture.h).
+Arg generator_arg(ArgReader& r, const at::Generator& gen) {
+  auto* g = gen.get<TpuGenerator>();
+  TORCH_CHECK(g != nullptr, "expected a tpu generator");
+  Arg a;
+  a.kind = Arg::kGenerator;
+  uint64_t seed = g->current_seed(), offset = g->get_offset();
+  hlo::Value seed_value, offset_value;
+  if (captured_generator_inputs(gen, seed, offset, &seed_value, &offset_value)) {
+    a.tensors = {seed_value, offset_value};
+  } else {
+    a.tensors = {r.scalar(hlo::ElementType::kU64, seed), r.scalar(hlo::ElementType::kU64, offset)};
+  }
+  a.i = static_cast<int64_t>(offset);
+  return a;
+}
+
 }  // namespace
 
 Arg float_input(ArgReader& r, double v, const CallState& s) {
@@ -101,12 +120,7 @@ Arg convert(ArgReader& r, const c10::Argument& schema_arg, const c10::IValue& v,
   if (v.isNone()) {
     if (kind == c10::TypeKind::GeneratorType) {
       // The device's default generator.
-      auto* g = default_generator(s.device).get<TpuGenerator>();
-      a.kind = Arg::kGenerator;
-      uint64_t offset = g->get_offset();
-      a.tensors = {r.scalar(hlo::ElementType::kU64, g->current_seed()),
-                   r.scalar(hlo::ElementType::kU64, offset)};
-      a.i = static_cast<int64_t>(offset);
+      return generator_arg(r, default_generator(s.device));
     }
     return a;
   }
@@ -140,14 +154,7 @@ Arg convert(ArgReader& r, const c10::Argument& schema_arg, const c10::IValue& v,
       a.dtype = to_hlo(static_cast<c10::ScalarType>(v.toInt()));
       return a;
     case c10::TypeKind::GeneratorType: {
-      auto gen = v.toGenerator();
-      auto* g = gen.get<TpuGenerator>();
-      TORCH_CHECK(g != nullptr, "expected a tpu generator");
-      a.kind = Arg::kGenerator;
-      a.tensors = {r.scalar(hlo::ElementType::kU64, g->current_seed()),
-                   r.scalar(hlo::ElementType::kU64, g->get_offset())};
-      a.i = static_cast<int64_t>(g->get_offset());
-      return a;
+      return generator_arg(r, v.toGenerator());
     }
     case c10::TypeKind::ListType: {
       auto elem = type->castRaw<c10::ListType>()->getElementType();

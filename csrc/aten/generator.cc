@@ -8,7 +8,6 @@
 #include <random>
 
 #include "device.h"
-#include "step_capture.h"
 
 namespace torch_tpu::aten {
 
@@ -47,7 +46,6 @@ c10::intrusive_ptr<c10::TensorImpl> TpuGenerator::get_state() const {
 }
 
 uint64_t TpuGenerator::advance(uint64_t count) {
-  check_random();
   uint64_t now = offset_;
   offset_ += (count + 3) / 4 * 4;  // keep offsets aligned to 128-bit draws
   return now;

@@ -8,15 +8,23 @@
 // points the rewritten storages at the results (static addresses, as with
 // CUDA graphs), with no PyTorch dispatch. As with CUDA graphs, capture
 // records the step without applying it: the storages it rewrote get their
-// contents from before the capture back.
+// contents from before the capture back, and the generators it drew from
+// their offsets. Random ops read their generator's (seed, offset) as program
+// inputs; each replay passes the generator's state at that replay and
+// advances its host offset by what the step draws, so a replay draws what
+// the same eager step would.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <c10/core/Storage.h>
 #include <c10/macros/Macros.h>
 
 #include <atomic>
 #include <memory>
 #include <string>
+
+#include "../engine/engine.h"
+#include "../hlo/builder.h"
 
 namespace torch_tpu::aten {
 
@@ -25,7 +33,8 @@ namespace step_capture_detail {
 extern std::atomic<bool> capturing;
 void note(const c10::Storage& storage);
 void refuse_host_read(const char* op);  // returns off the capturing thread
-void refuse_random();
+bool generator_inputs(const at::Generator& gen, uint64_t seed, uint64_t offset,
+                      hlo::Value* seed_value, hlo::Value* offset_value);
 }  // namespace step_capture_detail
 
 inline bool any_capture() {
@@ -44,11 +53,16 @@ inline void check_host_read(const char* op) {
   if (any_capture()) step_capture_detail::refuse_host_read(op);
 }
 
-// Called when a random op draws from a tpu generator: during a capture it
-// raises (its seed and offset would enter the program as constants, so
-// every replay would draw the capture's numbers).
-inline void check_random() {
-  if (any_capture()) step_capture_detail::refuse_random();
+// Called as a random op takes `gen`'s state (`seed`, `offset`: what it draws
+// from) as program inputs. On the capturing thread it sets the two values
+// the op reads and returns true: the seed and the offset become the step's
+// generator inputs (the offset as the generator's offset on entry to the
+// step plus what the step drew before this op), so each replay draws from
+// the generator's state at that replay. Otherwise it returns false.
+inline bool captured_generator_inputs(const at::Generator& gen, uint64_t seed, uint64_t offset,
+                                      hlo::Value* seed_value, hlo::Value* offset_value) {
+  return any_capture() &&
+         step_capture_detail::generator_inputs(gen, seed, offset, seed_value, offset_value);
 }
 
 // One captured step.
@@ -74,10 +88,19 @@ class StepGraph {
   size_t num_inputs() const;
   size_t num_updates() const;
 
+  // Donation on replay (on by default; read at capture end): a step's
+  // program is also compiled with the parameters of the storages it rewrites
+  // with its own results donated, and a replay runs that program when
+  // nothing but those storages holds their buffers, so the results may take
+  // their memory. Off: results are always fresh allocations.
+  static void set_donation(bool on);
+  static bool donation();
+
   struct Impl;
   explicit StepGraph(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
  private:
+  static void add_donating_program(engine::Engine& e, Impl& g);
   std::shared_ptr<Impl> impl_;
 };
 

@@ -616,6 +616,10 @@ pjrt::BufferPtr Engine::buffer(const ValuePtr& v, FlushCause cause) {
   return v->buffer_;
 }
 
+long Engine::in_flight_refs(const pjrt::Buffer* buffer) const {
+  return launcher_->in_flight_refs(buffer);
+}
+
 ValuePtr Engine::adopt(pjrt::BufferPtr buffer, int device) {
   hlo::TensorType type{element_type_of(buffer->element_type()), buffer->dims()};
   return std::make_shared<DeviceValue>(std::move(type), device, std::move(buffer));

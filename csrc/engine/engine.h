@@ -151,6 +151,9 @@ class Engine {
   // A materialized value holding `buffer` (a result of a program the engine
   // did not launch: csrc/distributed's collectives).
   ValuePtr adopt(pjrt::BufferPtr buffer, int device);
+  // References to `buffer` that launched, unfinished programs hold (no
+  // reason not to donate it: PJRT orders a donation after those reads).
+  long in_flight_refs(const pjrt::Buffer* buffer) const;
   // Flushes and waits until every launched program finished.
   void synchronize();
   // What a stream event captures: this thread's recording is flushed and

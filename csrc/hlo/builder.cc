@@ -966,6 +966,42 @@ void Builder::print_block(std::string& out, const Block& block, int indent) cons
   }
 }
 
+std::string with_donated_params(const std::string& module, const std::vector<size_t>& params) {
+  static constexpr std::string_view kMain = "func.func public @main(";
+  static constexpr std::string_view kDonor = " {jax.buffer_donor = true}";
+  size_t start = module.find(kMain);
+  if (start == std::string::npos) throw TypeError("with_donated_params: no public @main");
+  start += kMain.size();
+  size_t end = module.find(") -> (", start);
+  if (end == std::string::npos) throw TypeError("with_donated_params: @main has no results");
+  // Parameters are printed "%id: type[ attrs]", separated by ", %"; types
+  // hold neither.
+  std::vector<size_t> ends;  // where each parameter's text ends
+  for (size_t at = start; at < end;) {
+    size_t next = module.find(", %", at);
+    if (next == std::string::npos || next > end) next = end;
+    ends.push_back(next);
+    at = next + 2;
+  }
+  std::vector<bool> donate(ends.size(), false);
+  for (size_t i : params) {
+    if (i >= ends.size()) throw TypeError("with_donated_params: no parameter " + std::to_string(i));
+    donate[i] = true;
+  }
+  std::string out;
+  out.reserve(module.size() + params.size() * kDonor.size());
+  size_t copied = 0;
+  for (size_t i = 0; i < ends.size(); ++i) {
+    if (!donate[i] || module.compare(ends[i] - kDonor.size(), kDonor.size(), kDonor) == 0)
+      continue;
+    out.append(module, copied, ends[i] - copied);
+    out += kDonor;
+    copied = ends[i];
+  }
+  out.append(module, copied, std::string::npos);
+  return out;
+}
+
 std::string Builder::module() const {
   std::string out = "module @torch_tpu {\n  func.func public @main(";
   for (size_t i = 0; i < params_.size(); ++i) {

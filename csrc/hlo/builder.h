@@ -356,4 +356,8 @@ class Builder {
   Fingerprint running_;  // digest of everything appended so far
 };
 
+// `module` (Builder::module()'s text) with @main's parameters `params` (by
+// position) marked donated, as set_donated would have printed them.
+std::string with_donated_params(const std::string& module, const std::vector<size_t>& params);
+
 }  // namespace torch_tpu::hlo

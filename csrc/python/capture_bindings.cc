@@ -13,6 +13,8 @@ void bind_capture(py::module& m) {
   torch_tpu::aten::register_graph_impl();
   m.def("_step_capture_active", &torch_tpu::aten::StepGraph::active);
   m.def("_step_capture_abort", &torch_tpu::aten::StepGraph::abort);
+  m.def("_set_step_graph_donation", &torch_tpu::aten::StepGraph::set_donation);
+  m.def("_step_graph_donation", &torch_tpu::aten::StepGraph::donation);
   py::class_<CapturedGraph, std::shared_ptr<CapturedGraph>>(m, "CapturedGraph")
       .def("matches", &CapturedGraph::matches)
       .def("try_run", &CapturedGraph::try_run)

@@ -208,6 +208,24 @@ TEST(HloGolden, MultipleResultsAndDonation) {
                    "    \"func.return\"(%1, %0) : (tensor<2xi64>, tensor<2xi64>) -> ()\n"));
 }
 
+TEST(HloGolden, DonatedParamsMarkedInAPrintedModuleAsTheBuilderMarksThem) {
+  auto program = [](std::vector<size_t> donated) {
+    Builder b;
+    Value x = b.parameter({ElementType::kI64, {2}});
+    Value y = b.parameter({ElementType::kF32, {}});
+    Value z = b.parameter({ElementType::kI64, {2}});
+    for (size_t i : donated) b.set_donated(i);
+    b.set_results({b.add(x, z), b.neg(y)});
+    return b.module();
+  };
+  std::string plain = program({});
+  EXPECT_EQ(with_donated_params(plain, {}), plain);
+  EXPECT_EQ(with_donated_params(plain, {0, 2}), program({0, 2}));
+  EXPECT_EQ(with_donated_params(plain, {1}), program({1}));
+  EXPECT_EQ(with_donated_params(program({2}), {0, 2}), program({0, 2}));  // marked once
+  EXPECT_THROW(with_donated_params(plain, {3}), TypeError);
+}
+
 // The printed attribute of a scalar constant, e.g. "dense<0x3F80> : tensor<bf16>".
 std::string literal(Value v, const Builder& b) {
   std::string m = b.module();

@@ -25,6 +25,7 @@ SCRIPTS = {
     "transfers": ["rows"],
     "dynamic": ["rows", "results"],
     "kernels": ["results", "kernel_file"],
+    "single_trace_trainer": ["rows"],
 }
 
 
