@@ -1,6 +1,7 @@
 """First training step with a cold versus a warm on-disk compile cache.
 
     python benchmarks/cold_warm.py [--repeats 3] [--modes strict fused] [--smoke]
+        [--warmup-steps 12]
 
 For each model (quickstart MLP, small transformer) and eager mode, a new
 subprocess runs the first training steps with TORCH_TPU_CACHE_DIR set to a
@@ -14,6 +15,14 @@ With the CPU plugin, the client starts a background warm-up of the runtime's
 matmul kernels (oneDNN's once-per-process JIT, ~40 ms) when the model moves
 to tpu, in the untimed setup; before, the first step paid it. Run with
 TORCH_TPU_WARMUP=0 to see the step without it (benchmarks/README.md).
+
+Async rows: the same model's forward under torch.compile(backend="tpu") in
+Strict Eager (backward compiled by AOTAutograd, AdamW eager), cold cache, with
+and without `options={"async_compile": True}`, in alternating fresh processes:
+time to the first finished step, the longest single step of the first
+--warmup-steps steps, the steps run eagerly while the graphs compiled, the
+steady step, and a warm plain Strict step of the same process (the issue's
+goal: with async, no warm-up step over 3x a warm Strict step).
 """
 import common  # noqa: F401  (first: sets the cache environment before torch)
 
@@ -49,11 +58,58 @@ def child(kind, mode, small):
                       "first_step_cache": stats[0], "loss": task.loss.item()}))
 
 
-def spawn(kind, mode, cache_dir, small):
+def async_child(kind, mode, small, steps):
+    """Runs in the subprocess (mode "compiled" or "compiled-async"): prints one
+    JSON line with each of the first `steps` step times."""
+    device = common.set_mode("strict")
+    task = Task(kind, device, small=small)
+    task.model = torch.compile(task.model, backend="tpu",
+                               options={"async_compile": mode == "compiled-async"})
+    torch.tpu.synchronize()
+    times = []
+    for _ in range(steps):
+        t0 = now()
+        task.step()
+        torch.tpu.synchronize()
+        times.append(now() - t0)
+    metrics = torch_tpu.compiler.compile_metrics()
+    plain = Task(kind, device, small=small)  # a warm Strict step, same process
+    strict = []
+    for _ in range(5):
+        t0 = now()
+        plain.step()
+        torch.tpu.synchronize()
+        strict.append(now() - t0)
+    print(json.dumps({"step_s": times, "eager_steps": metrics.get("async_eager_calls", 0) // 2,
+                      "strict_step_s": median(strict[2:]), "loss": task.loss.item()}))
+
+
+def measure_async(kind, repeats, small, steps):
+    runs = {"compiled": [], "compiled-async": []}
+    for _ in range(repeats):
+        for mode in runs:  # alternating, each with a fresh cold cache
+            with tempfile.TemporaryDirectory(prefix="torch_tpu_async_") as d:
+                runs[mode].append(spawn(kind, mode, d, small, extra=["--warmup-steps", str(steps)]))
+    row = {"model": kind, "steps": steps, "runs": runs}
+    for mode, rs in runs.items():
+        tag = "async" if mode.endswith("async") else "sync"
+        row[f"{tag}_first_step_s"] = median(r["step_s"][0] for r in rs)
+        row[f"{tag}_longest_step_s"] = median(max(r["step_s"]) for r in rs)
+        row[f"{tag}_steady_step_s"] = median(median(r["step_s"][-3:]) for r in rs)
+        row[f"{tag}_eager_steps"] = median(r["eager_steps"] for r in rs)
+        row[f"{tag}_strict_step_s"] = median(r["strict_step_s"] for r in rs)
+    row["first_async_over_sync"] = ratio(row["async_first_step_s"], row["sync_first_step_s"])
+    row["longest_async_over_sync"] = ratio(row["async_longest_step_s"], row["sync_longest_step_s"])
+    row["longest_async_over_strict"] = ratio(row["async_longest_step_s"], row["async_strict_step_s"])
+    return row
+
+
+def spawn(kind, mode, cache_dir, small, extra=()):
     env = dict(os.environ, TORCH_TPU_CACHE_DIR=cache_dir, TORCH_TPU_DISK_CACHE="1")
     cmd = [common.python(), os.path.abspath(__file__), "--child", kind, "--mode", mode]
     if small:
         cmd.append("--smoke")
+    cmd += list(extra)
     start = now()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     wall = now() - start
@@ -86,11 +142,14 @@ def main():
     p.add_argument("--modes", nargs="+", default=["strict", "fused"], choices=["strict", "fused"])
     p.add_argument("--child", choices=MODELS, help=argparse_hidden())
     p.add_argument("--mode", default="strict", help=argparse_hidden())
+    p.add_argument("--warmup-steps", type=int, default=12)
     args = p.parse_args()
+    if args.child and args.mode.startswith("compiled"):
+        return async_child(args.child, args.mode, args.smoke, args.warmup_steps)
     if args.child:
         return child(args.child, args.mode, args.smoke)
     if args.smoke:
-        args.repeats, args.models, args.modes = 1, ["mlp"], ["strict"]
+        args.repeats, args.models, args.modes, args.warmup_steps = 1, ["mlp"], ["strict"], 4
 
     rows = [measure(k, m, args.repeats, args.smoke) for k in args.models for m in args.modes]
     md = (f"First training step, cold vs warm disk cache (new process each), "
@@ -102,8 +161,22 @@ def main():
                   r["cold_compiles"], r["warm_disk_hits"],
                   f"{r['warm_second_step_s'] * 1e3:.1f}",
                   f"{r['cold_process_s']:.1f} / {r['warm_process_s']:.1f}"] for r in rows])
+    async_rows = [measure_async(k, args.repeats, args.smoke, args.warmup_steps)
+                  for k in args.models]
+    md += (f"\n\nCompiled forward (Strict), cold cache, first {args.warmup_steps} steps, "
+           f"without / with async_compile, median of {args.repeats}\n\n")
+    md += table(["model", "1st step s sync / async", "async/sync", "longest step s sync / async",
+                 "async/sync", "eager steps (async)", "steady ms sync / async",
+                 "warm Strict ms", "longest async / warm Strict"],
+                [[r["model"], f"{r['sync_first_step_s']:.3f} / {r['async_first_step_s']:.3f}",
+                  f"{r['first_async_over_sync']:.2f}",
+                  f"{r['sync_longest_step_s']:.3f} / {r['async_longest_step_s']:.3f}",
+                  f"{r['longest_async_over_sync']:.2f}", r["async_eager_steps"],
+                  f"{r['sync_steady_step_s'] * 1e3:.1f} / {r['async_steady_step_s'] * 1e3:.1f}",
+                  f"{r['async_strict_step_s'] * 1e3:.1f}",
+                  f"{r['longest_async_over_strict']:.1f}"] for r in async_rows])
     write_results(args.out, "cold_warm", {"repeats": args.repeats, "smoke": args.smoke,
-                                          "rows": rows}, md)
+                                          "rows": rows, "async_rows": async_rows}, md)
 
 
 def argparse_hidden():
