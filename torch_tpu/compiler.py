@@ -239,7 +239,9 @@ def _runner(gm, name, buckets, in_background=False):
         _warn_once((name, "plan", str(error)), f"torch_tpu: graph {name} has varying sizes but "
                    f"compiles once per size: bucketing failed ({type(error).__name__}: {error})")
         return runner(gm, name)
-    return ds.BucketedRunner(gm, name, plan, runner, *buckets)
+    # A bucketed graph's ops (bounded dimensions over padded inputs) run only
+    # as one program, never eagerly: it compiles before its first call returns.
+    return ds.BucketedRunner(gm, name, plan, _GraphRunner, *buckets)
 
 
 def tpu_backend(gm, example_inputs, **kwargs):

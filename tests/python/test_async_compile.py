@@ -131,6 +131,23 @@ def test_failed_background_compile_falls_back_with_one_warning():
     assert _delta(before)["replays"] == 1
 
 
+def test_bucketed_graphs_compile_before_returning():
+    """A graph over varying sizes runs only as its bucket's program (its ops
+    take padded inputs with bounded dimensions), so async_compile leaves it
+    synchronous, and every length is exact."""
+    def f(x):
+        return torch.softmax(x * 2, dim=0).sum() + x.mean()
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True, options=ASYNC)
+    _C._hold_background_compiles(True)
+    before = _counts()
+    for n in (5, 7, 9, 20):
+        x = torch.randn(n)
+        assert_same(compiled(x.to("tpu")), f(x), atol=1e-5, rtol=1e-5)
+    d = _delta(before)
+    assert d["async_compiles"] == 0 and d["async_eager_calls"] == 0, d
+
+
 def test_off_by_default_compiles_before_the_first_call_returns():
     compiled = torch.compile(lambda x: x.exp() - 1, backend="tpu")
     before = _counts()
