@@ -163,7 +163,8 @@ def main():
                   f"{r['warm_second_step_s'] * 1e3:.1f}",
                   f"{r['cold_process_s']:.1f} / {r['warm_process_s']:.1f}"] for r in rows])
     async_rows = [measure_async(k, args.repeats, args.smoke, args.warmup_steps, prewarm)
-                  for k in args.models for prewarm in (False, True)]
+                  for k in args.models
+                  for prewarm in ((False,) if args.smoke else (False, True))]
     md += (f"\n\nCompiled forward (Strict), first {args.warmup_steps} steps, without / with "
            f"async_compile, median of {args.repeats}; cache: cold (every program compiles) or "
            f"per-op (a plain Strict run filled the disk cache first: only the whole-graph "
