@@ -61,9 +61,10 @@ def graphs():
 class _GraphRunner:
     """Runs one AOTAutograd graph: captures per input layout, then replays."""
 
-    def __init__(self, gm, name):
+    def __init__(self, gm, name, in_background=False):
         self.gm = gm
         self.name = name
+        self.in_background = in_background  # async_compile.py
         self.captured = {}  # key of non-tpu arguments -> [CapturedGraph, template]
         self.eager_keys = set()
         self.bucket_of_key = None  # set by dynamic_shapes.BucketedRunner: the bucket's label
@@ -113,7 +114,23 @@ class _GraphRunner:
             if outs is not None:
                 _count("replays")
                 return [self._output(kind, v, outs, tensors) for kind, v in template]
+            if self.in_background and graph.matches(tensors):
+                return self._not_ready(graph, template, args, key, entries)
         return self._capture(args, tensors, key, entries)
+
+    def _not_ready(self, graph, template, args, key, entries):
+        """A call while its program compiles in the background (eager), or
+        after that compile failed (eager from now on)."""
+        if graph.status == "failed":
+            _count("async_compile_failures")
+            _warn_once((self.name, "async"), f"torch_tpu: graph {self.name} runs eagerly: its "
+                       f"background compile failed: {graph.error}")
+            entries.remove((graph, template))
+            self.eager_keys.add(key)
+        else:
+            _count("async_eager_calls")
+        _count("eager_calls")
+        return self.gm(*args)
 
     @staticmethod
     def _output(kind, v, outs, inputs):
@@ -132,12 +149,24 @@ class _GraphRunner:
             per = _bucket_compiles.setdefault(self.name, {})
             label = self.bucket_of_key()
             per[label] = per.get(label, 0) + 1
+        real_args = args
+        if self.in_background:  # recorded on stand-ins; the call runs eagerly
+            from .async_compile import stand_ins, substitute
+            tensors = stand_ins(tensors)
+            args = substitute(args, tensors)
         _C._capture_begin(tensors)
         try:
             out = self.gm(*args)
-        except BaseException:
+        except BaseException as error:
             _C._capture_abort()
-            raise
+            if not self.in_background:
+                raise
+            _warn_once((self.name, "async-record"), f"torch_tpu: graph {self.name} runs eagerly: "
+                       f"recording it for a background compile failed ({type(error).__name__}: "
+                       f"{error})")
+            self.eager_keys.add(key)
+            _count("eager_calls")
+            return self.gm(*real_args)
         flat = list(out) if isinstance(out, (list, tuple)) else [out]
         storages = {}
         for k, t in enumerate(tensors):
@@ -152,7 +181,7 @@ class _GraphRunner:
             else:
                 template.append(("t", len(out_tensors)))
                 out_tensors.append(o)
-        graph, why = _C._capture_end(tensors, out_tensors)
+        graph, why = _C._capture_end(tensors, out_tensors, self.in_background)
         if graph is None and not out_tensors:
             layout = [(tuple(t.shape), t.stride()) for t in tensors]
             entries.append((None, (layout, template)))
@@ -163,10 +192,17 @@ class _GraphRunner:
             entries.append((graph, template))
             with _lock:
                 _graphs.append((self.name, graph.text))
+            if self.in_background and graph.status == "pending":
+                _count("async_compiles")
+        if self.in_background:
+            if graph is not None and graph.status == "ready":  # in the memory tier already
+                return self(*real_args)
+            _count("async_eager_calls" if graph is not None else "eager_calls")
+            return self.gm(*real_args)
         return out if isinstance(out, (list, tuple)) else [out]
 
 
-def _graph_compiler(kind, buckets):
+def _graph_compiler(kind, buckets, in_background):
     counter = [0]
 
     def compile_graph(gm, example_inputs):
@@ -174,51 +210,59 @@ def _graph_compiler(kind, buckets):
 
         counter[0] += 1
         name = f"{kind}_{counter[0]}"
-        runner = _runner(gm, name, buckets)
+        runner = _runner(gm, name, buckets, in_background)
         return make_boxed_func(runner)
 
     return compile_graph
 
 
-def _runner(gm, name, buckets):
+def _runner(gm, name, buckets, in_background=False):
     """A bucketed runner for a graph with symbolic sizes that can be bucketed
     exactly (dynamic_shapes.py), else the specializing one."""
+    import functools
+
     from . import dynamic_shapes as ds
+
+    runner = functools.partial(_GraphRunner, in_background=in_background)
 
     if not any(ds.symbolic(s) for n in gm.graph.nodes if n.op == "placeholder"
                for s in (n.meta["val"].shape if isinstance(n.meta.get("val"), torch.Tensor)
                          else [n.meta.get("val")])):
-        return _GraphRunner(gm, name)
+        return runner(gm, name)
     try:
         plan = ds.Plan(gm)
     except ds.Refused as why:
         _warn_once((name, "refused", str(why)), f"torch_tpu: graph {name} has varying sizes but compiles "
                    f"once per size: {why}")
-        return _GraphRunner(gm, name)
+        return runner(gm, name)
     except Exception as error:  # a graph the planner does not understand: never fatal
         _warn_once((name, "plan", str(error)), f"torch_tpu: graph {name} has varying sizes but "
                    f"compiles once per size: bucketing failed ({type(error).__name__}: {error})")
-        return _GraphRunner(gm, name)
+        return runner(gm, name)
+    # A bucketed graph's ops (bounded dimensions over padded inputs) run only
+    # as one program, never eagerly: it compiles before its first call returns.
     return ds.BucketedRunner(gm, name, plan, _GraphRunner, *buckets)
 
 
 def tpu_backend(gm, example_inputs, **kwargs):
     """torch.compile(backend="tpu"). `options` may hold `num_dynamic_buckets`
-    (1-8) and `bucket_size` (dynamic_shapes.py); Inductor's other settings are
-    accepted and ignored."""
+    (1-8) and `bucket_size` (dynamic_shapes.py) and `async_compile`
+    (async_compile.py); Inductor's other settings are accepted and ignored."""
+    from . import async_compile
     from . import dynamic_shapes as ds
 
     options = dict(kwargs.pop("options", None) or {})
     buckets = ds.check_options({k: options.pop(k) for k in ds._OPTIONS if k in options})
+    in_background = async_compile.check_option(options.pop(async_compile.OPTION, None))
     ignored = sorted(set(kwargs) | {f"options[{k!r}]" for k in options})
     if ignored:
         _warn_once("kwargs", f"torch_tpu: the tpu backend ignores Inductor settings {ignored}")
     from torch._dynamo.backends.common import aot_autograd
 
     return aot_autograd(
-        fw_compiler=_graph_compiler("forward", buckets),
-        bw_compiler=_graph_compiler("backward", buckets),
-        inference_compiler=_graph_compiler("inference", buckets),
+        fw_compiler=_graph_compiler("forward", buckets, in_background),
+        bw_compiler=_graph_compiler("backward", buckets, in_background),
+        inference_compiler=_graph_compiler("inference", buckets, in_background),
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
 

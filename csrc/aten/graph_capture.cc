@@ -1,6 +1,8 @@
 #include "graph_capture.h"
 
+#include <atomic>
 #include <map>
+#include <mutex>
 
 #include <ATen/EmptyTensor.h>
 #include <c10/core/DeviceGuard.h>
@@ -68,6 +70,8 @@ std::string flushes_since(const engine::Metrics::FlushCounts& before,
   return out;
 }
 
+std::atomic<bool> g_break_next{false};
+
 Capture& capture() {
   static Capture c;
   return c;
@@ -109,7 +113,11 @@ void check_inputs(const std::vector<at::Tensor>& inputs) {
 
 struct CapturedGraph::Impl {
   std::string text;
+  // Set once; by the background worker for a compile in the background.
+  mutable std::mutex mu;
   pjrt::ExecutablePtr exe;
+  bool pending = false;
+  std::string error;  // the background compile's failure
   int device = 0;
   std::vector<InputLayout> inputs;
   // Parameter i: graph input `source[i] >= 0`, or constants[i] when -1.
@@ -147,6 +155,8 @@ void CapturedGraph::begin(const std::vector<at::Tensor>& inputs) {
   c.active = true;
 }
 
+void CapturedGraph::break_next_background_compile() { g_break_next = true; }
+
 void CapturedGraph::abort() {
   auto& e = engine::Engine::get();
   auto guard = e.lock();
@@ -160,14 +170,15 @@ void CapturedGraph::abort() {
 
 std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>& inputs,
                                                   const std::vector<at::Tensor>& outputs,
-                                                  std::string* why) {
+                                                  std::string* why, bool in_background) {
   auto& e = engine::Engine::get();
   auto guard = e.lock();
   Capture& c = capture();
   TORCH_CHECK(c.active, "tpu: end of a graph capture that was not begun");
   c.active = false;
   std::string flushed = flushes_since(c.flushes, e.metrics().flushes());
-  engine::Program p = e.flush_program(engine::FlushCause::kCaptureEnd, /*with_text=*/true);
+  engine::Program p = in_background ? e.record_program(engine::FlushCause::kCaptureEnd)
+                                     : e.flush_program(engine::FlushCause::kCaptureEnd, /*with_text=*/true);
   e.set_mode(c.previous);
   e.set_donation(true);
   std::vector<engine::ValuePtr> start = std::move(c.start_values);
@@ -186,7 +197,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
                 "host while it ran (flushes: " + flushed + "), e.g. .item(), .tolist(), nonzero "
                 "or a shape that depends on data, so replaying its last program alone would "
                 "reuse the values computed before those reads");
-  if (!p.exe) return fail("the graph recorded no device work");
+  if (!p.exe && p.text.empty()) return fail("the graph recorded no device work");
 
   for (const pjrt::BufferPtr& b : p.inputs) {
     int src = -1;
@@ -256,6 +267,19 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
   }
   for (size_t j = 0; j < used.size(); ++j)
     if (!used[j]) return fail("the graph left a value alive outside its outputs");
+  if (!impl->exe) {
+    impl->pending = true;
+    std::weak_ptr<Impl> weak = impl;
+    std::string text = g_break_next.exchange(false) ? "module { this is not StableHLO }" : p.text;
+    e.cache().compile_in_background(std::move(text), [weak](pjrt::ExecutablePtr exe, const std::string& error) {
+      std::shared_ptr<Impl> graph = weak.lock();
+      if (!graph) return;
+      std::lock_guard<std::mutex> lock(graph->mu);
+      graph->exe = std::move(exe);
+      graph->error = graph->exe ? "" : error;
+      graph->pending = false;
+    });
+  }
   return std::make_shared<CapturedGraph>(impl);
 }
 
@@ -271,7 +295,12 @@ bool CapturedGraph::matches(const std::vector<at::Tensor>& inputs) const {
 
 std::optional<std::vector<at::Tensor>> CapturedGraph::try_run(
     const std::vector<at::Tensor>& inputs) const {
-  if (!matches(inputs)) return std::nullopt;
+  pjrt::ExecutablePtr exe;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    exe = impl_->exe;
+  }
+  if (!exe || !matches(inputs)) return std::nullopt;
   auto& e = engine::Engine::get();
   std::vector<pjrt::BufferPtr> args;
   args.reserve(impl_->source.size());
@@ -285,7 +314,7 @@ std::optional<std::vector<at::Tensor>> CapturedGraph::try_run(
     TORCH_CHECK(v != nullptr, "tpu: graph input ", k, " has no contents");
     args.push_back(e.buffer(v, engine::FlushCause::kGraphInput));
   }
-  std::vector<engine::ValuePtr> values = e.run(*impl_->exe, args, impl_->device);
+  std::vector<engine::ValuePtr> values = e.run(*exe, args, impl_->device);
 
   c10::DeviceGuard device_guard(c10::Device(c10::DeviceType::PrivateUse1, impl_->device));
   std::vector<c10::Storage> storages;
@@ -315,5 +344,15 @@ std::optional<std::vector<at::Tensor>> CapturedGraph::try_run(
 }
 
 const std::string& CapturedGraph::text() const { return impl_->text; }
+
+std::string CapturedGraph::status() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->exe ? "ready" : impl_->pending ? "pending" : "failed";
+}
+
+std::string CapturedGraph::error() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->error;
+}
 
 }  // namespace torch_tpu::aten

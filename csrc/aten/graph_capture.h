@@ -19,15 +19,27 @@ class CapturedGraph {
   // Ends the recording started by begin(): runs it (compiling once) and
   // returns a replayable graph, or null with `why` when the graph cannot be
   // replayed by buffer substitution (the caller then runs it eagerly).
+  // `in_background`: the recording is neither compiled nor run (its results
+  // and the inputs it rewrote get no values: capture on stand-ins); its
+  // compile is queued on the cache's background worker and the graph
+  // replays once that is done (ready()).
   static std::shared_ptr<CapturedGraph> end(const std::vector<at::Tensor>& inputs,
                                             const std::vector<at::Tensor>& outputs,
-                                            std::string* why);
+                                            std::string* why, bool in_background = false);
+  // Test hook: the next background compile is handed a module the compiler
+  // rejects (how a failed compile falls back is tested with it).
+  static void break_next_background_compile();
   // Abandons a capture (after an exception), restoring the eager mode.
   static void abort();
 
   // Whether `inputs` have the layout the graph was captured with.
   bool matches(const std::vector<at::Tensor>& inputs) const;
-  // Replays on `inputs` when they match (checked once), else nullopt.
+  // The background compile: "ready" (or compiled at once), "pending", or
+  // "failed" (then error() holds the compiler's message).
+  std::string status() const;
+  std::string error() const;
+  // Replays on `inputs` when they match (checked once) and the program is
+  // ready, else nullopt.
   std::optional<std::vector<at::Tensor>> try_run(const std::vector<at::Tensor>& inputs) const;
   const std::string& text() const;
 

@@ -25,8 +25,26 @@ void Background::stop() {
     stopping_ = true;
     jobs_.clear();
     wake_.notify_one();
+    released_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
+}
+
+void Background::hold(bool on) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!on) {
+      held_ = false;
+      released_.notify_all();
+      return;
+    }
+    if (held_) return;
+    held_ = true;
+  }
+  submit([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    released_.wait(lock, [&] { return !held_ || stopping_; });
+  });
 }
 
 void Background::run() {

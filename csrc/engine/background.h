@@ -26,6 +26,9 @@ class Background {
   // Drops the queued jobs and waits for the running one; later submissions
   // are dropped.
   void stop();
+  // Test hook: hold(true) queues a job that keeps the worker waiting (the
+  // jobs queued after it wait too) until hold(false). drain() waits for it.
+  void hold(bool on);
 
  private:
   // The worker's nice value: it runs when the recording threads leave a core.
@@ -33,9 +36,9 @@ class Background {
   void run();
 
   std::mutex mu_;
-  std::condition_variable wake_, idle_;
+  std::condition_variable wake_, idle_, released_;
   std::deque<std::function<void()>> jobs_;
-  bool busy_ = false, stopping_ = false;
+  bool busy_ = false, stopping_ = false, held_ = false;
   std::thread thread_;
 };
 

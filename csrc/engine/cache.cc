@@ -167,6 +167,22 @@ void Cache::note_hit(const hlo::Fingerprint& key, Entry& entry) {
   });
 }
 
+void Cache::compile_in_background(std::string program, CompileDone done) {
+  background_.submit([this, program = std::move(program), done = std::move(done),
+                      overrides = thread_overrides()] {
+    set_thread_overrides(overrides);
+    pjrt::ExecutablePtr exe;
+    std::string error;
+    try {
+      exe = get(program);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    set_thread_overrides(nullptr);
+    done(std::move(exe), error);
+  });
+}
+
 void Cache::upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std::string>& program,
                     const OverridesPtr& overrides) {
   auto start = std::chrono::steady_clock::now();

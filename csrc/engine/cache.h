@@ -130,6 +130,15 @@ class Cache {
   void set_quick_allowed(std::function<bool()> allowed) { quick_allowed_ = std::move(allowed); }
   // Waits for the optimizing compiles queued so far.
   void drain_background() { background_.drain(); }
+  // Compiles `program` on the background worker, after the jobs queued
+  // before it, under the calling thread's compile options, and keeps it in
+  // both tiers like get(program); then calls `done` there with the
+  // executable, or with null and the compiler's error. Dropped (never
+  // called) when queued at exit.
+  using CompileDone = std::function<void(pjrt::ExecutablePtr, const std::string&)>;
+  void compile_in_background(std::string program, CompileDone done);
+  // Test hook: keeps the worker waiting (Background::hold).
+  void hold_background(bool on) { background_.hold(on); }
   // Drops queued optimizing compiles and waits for the running one (exit).
   void stop_background() { background_.stop(); }
 

@@ -379,13 +379,19 @@ Program Engine::flush_program(FlushCause cause, bool with_text) {
   return flush_current(cause, with_text);
 }
 
+Program Engine::record_program(FlushCause cause) {
+  auto guard = lock();
+  r_ = &mine();
+  return flush_current(cause, /*with_text=*/true, /*run=*/false);
+}
+
 void Engine::set_capture_guard(bool on) {
   auto guard = lock();
   guarded_ = on ? &mine() : nullptr;
   guard_tripped_.clear();
 }
 
-Program Engine::flush_current(FlushCause cause, bool with_text) {
+Program Engine::flush_current(FlushCause cause, bool with_text, bool run) {
   if (guarded_ != nullptr && r_ == guarded_) {
     std::string why = std::string("a flush of the recording (") + name(cause) +
                       ") during a step capture: a captured step runs as one program, so "
@@ -448,6 +454,10 @@ Program Engine::flush_current(FlushCause cause, bool with_text) {
   std::vector<OpSite> sites = std::move(r_->op_sites);
   Mode mode = mode_;
   reset_recording();  // the recording is consumed even if compiling fails
+  if (!run) {
+    abandon(p.outputs, priors.of, "it was recorded for a background compile and never run");
+    return p;
+  }
 
   if (!p.exe) {
     try {

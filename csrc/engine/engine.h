@@ -126,6 +126,11 @@ class Engine {
   // metrics (flush_cause.h).
   void flush(FlushCause cause) { flush_program(cause); }
   Program flush_program(FlushCause cause, bool with_text = false);
+  // Ends this thread's recording like flush_program(cause, true) without
+  // compiling or running it (asynchronous graph compiles): the program's
+  // text, parameters and results, its executable only if the memory tier
+  // holds it. The results never get values (reading one raises).
+  Program record_program(FlushCause cause);
   // Launches a compiled program on `args`; returns its outputs, materialized.
   // `ops` (optional) are named if the program fails after its launch.
   std::vector<ValuePtr> run(const pjrt::Executable& exe, const std::vector<pjrt::BufferPtr>& args,
@@ -245,7 +250,7 @@ class Engine {
   void drop_orphans();
   std::atomic<int> orphans_{0};
   // Flushes the current recorder's program.
-  Program flush_current(FlushCause cause, bool with_text);
+  Program flush_current(FlushCause cause, bool with_text, bool run = true);
   // Makes `v` usable by the current recording: a value pending in another
   // recording is flushed there; a failed value raises its error.
   void settle(const DeviceValue& v);

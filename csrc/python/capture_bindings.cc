@@ -5,6 +5,7 @@
 
 #include "../aten/graph_capture.h"
 #include "../aten/step_capture.h"
+#include "../engine/engine.h"
 
 namespace py = pybind11;
 using torch_tpu::aten::CapturedGraph;
@@ -18,13 +19,20 @@ void bind_capture(py::module& m) {
   py::class_<CapturedGraph, std::shared_ptr<CapturedGraph>>(m, "CapturedGraph")
       .def("matches", &CapturedGraph::matches)
       .def("try_run", &CapturedGraph::try_run)
+      .def_property_readonly("status", &CapturedGraph::status)
+      .def_property_readonly("error", &CapturedGraph::error)
       .def_property_readonly("text", &CapturedGraph::text);
   m.def("_capture_begin", &CapturedGraph::begin);
   m.def("_capture_abort", &CapturedGraph::abort);
   m.def("_capture_end", [](const std::vector<at::Tensor>& inputs,
-                           const std::vector<at::Tensor>& outputs) {
+                           const std::vector<at::Tensor>& outputs, bool in_background) {
     std::string why;
-    auto graph = CapturedGraph::end(inputs, outputs, &why);
+    auto graph = CapturedGraph::end(inputs, outputs, &why, in_background);
     return py::make_tuple(graph, why);
+  }, py::arg("inputs"), py::arg("outputs"), py::arg("in_background") = false);
+  // Test hook for asynchronous compiles: holds the background worker.
+  m.def("_break_next_background_compile", &CapturedGraph::break_next_background_compile);
+  m.def("_hold_background_compiles", [](bool on) {
+    torch_tpu::engine::Engine::get().cache().hold_background(on);
   });
 }

@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPTS = {
     "eager_ops": ["rows"],
     "training": ["rows", "cache_hit_loops", "host_cost"],
-    "cold_warm": ["rows"],
+    "cold_warm": ["rows", "async_rows"],
     "quickstart_speed": ["add_latency_us", "quickstart_steps_per_s"],
     "soak": ["steps", "steps_per_s"],
     "index_checks": ["rows"],

@@ -1,0 +1,55 @@
+"""Asynchronous compilation for torch.compile(backend="tpu").
+
+With `options={"async_compile": True}` (or TORCH_TPU_ASYNC_COMPILE=1 for every
+compiled graph), a graph whose program is not compiled yet does not wait for
+it: the graph is recorded as one program on stand-in tensors (fresh tpu
+tensors with the inputs' layouts, so recording computes nothing and touches
+no user tensor), its compile is queued on the compile cache's background
+worker (csrc/engine/background.h, the worker of tiered compilation), and the
+call runs the graph's ops eagerly in the current eager mode. Later calls run
+eagerly while the compile is pending and replay the one program once it is
+ready; a failed compile leaves the graph eager, with one warning naming it.
+"""
+import os
+
+import torch
+
+ENV = "TORCH_TPU_ASYNC_COMPILE"
+OPTION = "async_compile"
+
+
+def check_option(value):
+    """Whether graphs compile in the background: the option's value (a bool),
+    else the environment's ("0" or "1"), else off. ValueError for bad values."""
+    if value is None:
+        env = os.environ.get(ENV, "0")
+        if env not in ("0", "1"):
+            raise ValueError(f"torch_tpu: {ENV} must be 0 or 1, got {env!r}")
+        return env == "1"
+    if not isinstance(value, bool):
+        raise ValueError(f"torch_tpu: the torch.compile option `{OPTION}` must be True or False, "
+                         f"got {value!r}")
+    return value
+
+
+def stand_ins(tensors):
+    """Fresh tpu tensors with the layouts of `tensors` (sizes, strides, offsets,
+    storage sizes; tensors sharing a storage get stand-ins sharing one)."""
+    storages = {}
+    out = []
+    for t in tensors:
+        s = t.untyped_storage()
+        key = s.data_ptr(), s.nbytes()
+        if key not in storages:
+            storages[key] = torch.UntypedStorage(s.nbytes(), device=t.device)
+        d = torch.empty(0, dtype=t.dtype, device=t.device)
+        d.set_(storages[key], t.storage_offset(), t.shape, t.stride())
+        out.append(d)
+    return out
+
+
+def substitute(args, replacements):
+    """`args` with its tpu tensors replaced, in order, by `replacements`."""
+    it = iter(replacements)
+    return [next(it) if isinstance(a, torch.Tensor) and a.device.type == "tpu" else a
+            for a in args]
