@@ -136,8 +136,10 @@ def test_launches_sit_inside_their_ops_on_the_cpu_clock(mode, name):
         assert span.time_range.end >= span.time_range.start
     for earlier, later in zip(spans, spans[1:]):
         assert earlier.time_range.end <= later.time_range.start
+    # The copy may be called before the device starts the last program (the
+    # launch returns first); it returns only after that program ran.
     copy = _named(prof, "tpu::copy_to_host")[0]
-    assert copy.time_range.start >= spans[-1].time_range.start
+    assert copy.time_range.end >= spans[-1].time_range.start
     assert_same(x, host)
 
 
