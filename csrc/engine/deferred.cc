@@ -120,11 +120,8 @@ bool Engine::flush_trace(Program& p, uint64_t* key, const Priors& priors) {
   uint64_t k = mix(r_->trace_key, p.outputs.size());
   for (const ValuePtr& v : p.outputs) k = mix(k, static_cast<uint64_t>(v->trace_));
   // Donation as the builder's flush decides it: buffers only the trace holds.
-  std::vector<bool> donated(r_->externals.size(), false);
-  for (size_t i = 0; i < r_->externals.size(); ++i) {
-    donated[i] = !r_->external_scalar[i] && donatable(r_->externals[i], priors);
-    k = mix(k, donated[i] ? 3 : 2);
-  }
+  for (size_t i = 0; i < r_->externals.size(); ++i)
+    k = mix(k, !r_->external_scalar[i] && donatable(r_->externals[i], priors) ? 3 : 2);
   k = mix(k, static_cast<uint64_t>(r_->device));
   *key = k;
 

@@ -482,9 +482,10 @@ Program Engine::flush_current(FlushCause cause, bool with_text, bool run) {
 
 void Engine::launch(Program& p, const std::vector<OpSite>& sites, Mode mode,
                     const std::vector<ValuePtr>& priors) {
-  std::vector<ValuePtr> values;
+  std::vector<pjrt::BufferPtr> buffers;
   try {
-    values = run(*p.exe, p.inputs, p.device, &sites, mode);
+    buffers = launcher_->launch(*p.exe, p.inputs, p.device, &sites, mode,
+                                /*blocking=*/mode_ == Mode::kDeferNeverAndLaunchBlocking);
   } catch (const pjrt::Error& err) {
     std::string why = std::string(err.what()) + "\n" + describe_ops(sites, mode);
     abandon(p.outputs, priors, why);
@@ -492,14 +493,14 @@ void Engine::launch(Program& p, const std::vector<OpSite>& sites, Mode mode,
   }
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     DeviceValue& v = *p.outputs[i];
-    v.buffer_ = values[i]->buffer_;
+    v.buffer_ = std::move(buffers[i]);
     v.node_ = hlo::Value();
     v.trace_ = -1;
     v.prior_.reset();
   }
-  if (p.checks && values.size() > p.outputs.size()) {
+  if (p.checks && buffers.size() > p.outputs.size()) {
     // A long loop without host reads: read the oldest checks now and then.
-    if (launcher_->add_checks(values.back()->buffer_, p.checks, sites)) verify_checks();
+    if (launcher_->add_checks(std::move(buffers.back()), p.checks, sites)) verify_checks();
   }
 }
 

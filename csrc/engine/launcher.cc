@@ -12,9 +12,10 @@ namespace {
 constexpr size_t kMaxPendingChecks = 256;
 }  // namespace
 
-std::vector<ValuePtr> Launcher::run(const pjrt::Executable& exe,
-                                    const std::vector<pjrt::BufferPtr>& inputs, int device,
-                                    const std::vector<OpSite>* ops, Mode mode, bool blocking) {
+std::vector<pjrt::BufferPtr> Launcher::launch(const pjrt::Executable& exe,
+                                              const std::vector<pjrt::BufferPtr>& inputs,
+                                              int device, const std::vector<OpSite>* ops,
+                                              Mode mode, bool blocking) {
   std::vector<PJRT_Buffer*> args;
   args.reserve(inputs.size());
   for (const auto& b : inputs) args.push_back(b->get());
@@ -30,16 +31,14 @@ std::vector<ValuePtr> Launcher::run(const pjrt::Executable& exe,
   int64_t traced = trace::on() ? trace::now_ns() : 0;
   pjrt::ExecuteResult result = exe.execute(args, client_.device(device));
   metrics_.count(Hot::kExecutions);
-  std::vector<ValuePtr> values;
-  values.reserve(result.outputs.size());
-  for (auto& buffer : result.outputs) {
-    hlo::TensorType type{element_type_of(buffer->element_type()), buffer->dims()};
-    values.push_back(std::make_shared<DeviceValue>(std::move(type), device, std::move(buffer)));
-  }
   if (traced) trace::launched(ops, static_cast<int>(mode), &exe, device, traced, result.done);
   if (result.done) {
     if (blocking) {
       result.done->await();
+    } else if (result.done->is_ready()) {
+      // Ran inside the call: as if released at once (a failure is named at
+      // the next host read, as for any launched program).
+      note_failure(*result.done, ops, mode);
     } else {
       for (const auto& b : inputs) ++in_flight_refs_[b.get()];
       in_flight_.push_back(
@@ -47,6 +46,19 @@ std::vector<ValuePtr> Launcher::run(const pjrt::Executable& exe,
     }
   }
   metrics_.time_launch(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return std::move(result.outputs);
+}
+
+std::vector<ValuePtr> Launcher::run(const pjrt::Executable& exe,
+                                    const std::vector<pjrt::BufferPtr>& inputs, int device,
+                                    const std::vector<OpSite>* ops, Mode mode, bool blocking) {
+  std::vector<pjrt::BufferPtr> buffers = launch(exe, inputs, device, ops, mode, blocking);
+  std::vector<ValuePtr> values;
+  values.reserve(buffers.size());
+  for (auto& buffer : buffers) {
+    hlo::TensorType type{element_type_of(buffer->element_type()), buffer->dims()};
+    values.push_back(std::make_shared<DeviceValue>(std::move(type), device, std::move(buffer)));
+  }
   return values;
 }
 
@@ -143,13 +155,16 @@ void Launcher::retire(InFlight& l) {
   l.inputs.clear();
 }
 
-void Launcher::note_failure(const InFlight& l) {
+void Launcher::note_failure(const InFlight& l) { note_failure(*l.done, &l.ops, l.mode); }
+
+void Launcher::note_failure(const pjrt::Event& done, const std::vector<OpSite>* ops, Mode mode) {
   try {
-    l.done->check_ready();
+    done.check_ready();
   } catch (const pjrt::Error& err) {
-    std::string ops =
-        l.ops.empty() ? "  (in a program launched earlier)" : describe_ops(l.ops, l.mode);
-    if (failures_.size() < 8) failures_.push_back(Failure{err.what(), std::move(ops), err.code()});
+    std::string where = !ops || ops->empty() ? "  (in a program launched earlier)"
+                                             : describe_ops(*ops, mode);
+    if (failures_.size() < 8)
+      failures_.push_back(Failure{err.what(), std::move(where), err.code()});
   }
 }
 

@@ -39,9 +39,15 @@ class Launcher {
   Launcher(pjrt::Client& client, Metrics& metrics, std::vector<int64_t> memory_limits)
       : client_(client), metrics_(metrics), memory_limits_(std::move(memory_limits)) {}
 
-  // Launches `exe` on `inputs` on `device`; returns its outputs,
-  // materialized. `ops` (optional) are named if it fails after its launch;
-  // `blocking` (Debug Eager) waits for it.
+  // Launches `exe` on `inputs` on `device`; returns its output buffers.
+  // `ops` (optional) are named if it fails after its launch; `blocking`
+  // (Debug Eager) waits for it. A program the plugin ran inside the call
+  // (XLA:CPU runs small ones on the calling thread) is done at return: its
+  // outcome is noted at once and nothing of it is followed.
+  std::vector<pjrt::BufferPtr> launch(const pjrt::Executable& exe,
+                                      const std::vector<pjrt::BufferPtr>& inputs, int device,
+                                      const std::vector<OpSite>* ops, Mode mode, bool blocking);
+  // launch(), its outputs as materialized values.
   std::vector<ValuePtr> run(const pjrt::Executable& exe, const std::vector<pjrt::BufferPtr>& inputs,
                             int device, const std::vector<OpSite>* ops, Mode mode, bool blocking);
 
@@ -101,6 +107,7 @@ class Launcher {
   void retire(InFlight& l);
   // Records `l`'s error if it failed; `l.done` must be ready.
   void note_failure(const InFlight& l);
+  void note_failure(const pjrt::Event& done, const std::vector<OpSite>* ops, Mode mode);
 
   pjrt::Client& client_;
   Metrics& metrics_;
