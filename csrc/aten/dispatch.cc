@@ -301,7 +301,7 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // Returns: fresh tensors in order, aliasing returns are their arguments.
   // They are pushed above the arguments, which are then erased.
-  size_t next_fresh = 0, next_return = 0;
+  size_t next_fresh = 0, next_return = 0, next_int = 0;
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     const c10::Argument& ret = schema.returns()[r];
     if (ret.alias_info() == nullptr) {
@@ -312,6 +312,8 @@ void lowered_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         stack->emplace_back(list);
       } else if (count == -2) {
         stack->emplace_back(at::Tensor());  // left out by an output_mask
+      } else if (count == -3) {
+        stack->emplace_back(ran.meta->ints.at(next_int++));
       } else {
         stack->emplace_back(ran.results[next_fresh++]);
       }

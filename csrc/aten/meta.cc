@@ -166,6 +166,10 @@ OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
     if (schema.returns()[r].alias_info() != nullptr) continue;
     if (stack[r].isTensorList()) {
       m.return_lists.push_back(static_cast<int64_t>(stack[r].toTensorList().size()));
+    } else if (stack[r].isInt()) {
+      m.return_lists.push_back(-3);
+      m.ints.push_back(stack[r].toInt());
+      continue;
     } else if (!stack[r].isTensor() || !stack[r].toTensor().defined()) {
       m.return_lists.push_back(-2);  // left out, e.g. by a backward's output_mask
       continue;

@@ -23,7 +23,8 @@ struct TensorMeta {
 struct OpMeta {
   std::vector<TensorMeta> fresh;      // non-aliasing returns, lists flattened
   std::vector<int64_t> return_lists;  // per non-aliasing return: list length, -1 a
-                                      // tensor, -2 an undefined tensor
+                                      // tensor, -2 an undefined tensor, -3 an int
+  std::vector<int64_t> ints;          // the int returns (sizes, as fused attention's)
   std::vector<TensorMeta> mutated;    // written arguments after the call, flattened
   std::vector<hlo::TensorType> types; // fresh then mutated, as lowerings see them
 };

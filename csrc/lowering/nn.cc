@@ -12,6 +12,7 @@ namespace torch_tpu::lowering {
 void register_nn_loss(Registry& r);
 void register_nn_norm(Registry& r);
 void register_attention(Registry& r);
+void register_sdpa(Registry& r);
 
 namespace {
 
@@ -274,6 +275,7 @@ void register_nn(Registry& r) {
   register_nn_norm(r);
   register_nn_ctc(r);
   register_attention(r);
+  register_sdpa(r);
 }
 
 }  // namespace torch_tpu::lowering

@@ -19,7 +19,8 @@ KINDS = (
     ("lowered", "a lowering in `csrc/lowering` (its family: the file)"),
     ("derived", "the in-place or `out=` variant of a lowered op, derived from its schema"),
     ("host-synced", "reads data on the host first: the result's shape depends on it"),
-    ("core", "allocation, views (metadata only), copies, `_local_scalar_dense`"),
+    ("core", "allocation, views (metadata only), copies, `_local_scalar_dense`, "
+             "the attention kernel choice (`_fused_sdp_choice`)"),
     ("composite", "a kernel composed of ATen ops on tpu tensors (fused attention, nested tensors)"),
     ("collective", "a `c10d` op PyTorch registers for every backend; served by `tpu_dist`"),
 )
