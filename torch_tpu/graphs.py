@@ -78,7 +78,9 @@ class graph:
 def _refuse_host_side_optimizer(optimizer, args, kwargs):
     # A step count on the host (capturable=False) would be read once, at
     # capture: every replay would repeat the first step's bias correction.
-    if not _C._step_capture_active():
+    # A step torch.compile traces is not being captured (and the check would
+    # break its graph).
+    if torch.compiler.is_compiling() or not _C._step_capture_active():
         return
     for group in optimizer.param_groups:
         if group.get("capturable") is False:

@@ -73,6 +73,23 @@ def test_full_training_step_compiled(optimizer):
         assert_same(p_tpu.detach(), p_cpu.detach(), atol=1e-4, rtol=1e-4)
 
 
+def test_torch_tpu_adds_no_graph_break_to_a_compiled_training_step():
+    """The hooks torch_tpu installs on optimizer.step() (Fused Eager's loop
+    cut, step capture's capturable check) stay out of a traced step: only
+    PyTorch's own breaks (zero_grad, backward) remain."""
+    from torch._dynamo.utils import counters
+
+    model = copy.deepcopy(mlp()).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, capturable=True)
+    counters.clear()
+    compiled = torch.compile(step, backend="tpu")
+    for _ in range(2):
+        compiled(model, opt, torch.randn(6, 8).to("tpu"), torch.randint(0, 4, (6,)).to("tpu"))
+    reasons = list(counters["graph_break"])
+    assert reasons, "expected PyTorch's own breaks (backward, zero_grad)"
+    assert not [r for r in reasons if "torch_tpu" in r], reasons
+
+
 def test_graph_break_runs_eager_piece_on_tpu():
     def fn(x):
         y = x.sin() * 2
