@@ -263,6 +263,10 @@ class CompiledTask:
     capturable=True (a host step count would be a new graph every step)."""
 
     def __init__(self, kind, small=False):
+        # Every CompiledTask compiles the same code (Task.step): earlier
+        # tasks' frames would count against Dynamo's recompile limit, past
+        # which a step silently runs eagerly. One compiled task at a time.
+        torch._dynamo.reset()
         self.task = Task(kind, torch.device("tpu"), small=small, capturable=True)
         self.step = torch.compile(self.task.step, backend="tpu")
 

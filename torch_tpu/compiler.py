@@ -65,7 +65,8 @@ class _GraphRunner:
         self.gm = gm
         self.name = name
         self.in_background = in_background  # async_compile.py
-        self.captured = {}  # key of non-tpu arguments -> [CapturedGraph, template]
+        # key of non-tpu arguments -> [(CapturedGraph, template, GraphReplay)]
+        self.captured = {}
         self.eager_keys = set()
         self.bucket_of_key = None  # set by dynamic_shapes.BucketedRunner: the bucket's label
         # A collective (torch.ops._c10d_functional.*, c10d.*) runs through the
@@ -99,33 +100,36 @@ class _GraphRunner:
                        f"({', '.join(self.collectives)})")
             _count("eager_calls")
             return self.gm(*args)
-        tensors, key = self._split(args)
+        split = _C._split_graph_args(args)  # C++: no Python loop over the arguments
+        tensors, key = split if split is not None else self._split(args)
         if key is None or key in self.eager_keys:
             _count("eager_calls")
             return self.gm(*args)
         entries = self.captured.setdefault(key, [])
-        for graph, template in entries:
+        for entry in entries:
+            graph, template, replay = entry
             if graph is None:  # no device work: outputs are views of inputs or values
                 if template[0] == [(tuple(t.shape), t.stride()) for t in tensors]:
                     _count("replays")
                     return [self._output(kind, v, [], tensors) for kind, v in template[1]]
                 continue
-            outs = graph.try_run(tensors)
+            outs = replay(tensors)  # C++: the program and the outputs' layout
             if outs is not None:
                 _count("replays")
-                return [self._output(kind, v, outs, tensors) for kind, v in template]
+                return outs
             if self.in_background and graph.matches(tensors):
-                return self._not_ready(graph, template, args, key, entries)
+                return self._not_ready(entry, args, key, entries)
         return self._capture(args, tensors, key, entries)
 
-    def _not_ready(self, graph, template, args, key, entries):
+    def _not_ready(self, entry, args, key, entries):
         """A call while its program compiles in the background (eager), or
         after that compile failed (eager from now on)."""
+        graph = entry[0]
         if graph.status == "failed":
             _count("async_compile_failures")
             _warn_once((self.name, "async"), f"torch_tpu: graph {self.name} runs eagerly: its "
                        f"background compile failed: {graph.error}")
-            entries.remove((graph, template))
+            entries.remove(entry)
             self.eager_keys.add(key)
         else:
             _count("async_eager_calls")
@@ -184,12 +188,12 @@ class _GraphRunner:
         graph, why = _C._capture_end(tensors, out_tensors, self.in_background)
         if graph is None and not out_tensors:
             layout = [(tuple(t.shape), t.stride()) for t in tensors]
-            entries.append((None, (layout, template)))
+            entries.append((None, (layout, template), None))
         elif graph is None:
             _warn_once((self.name, why), f"torch_tpu: graph {self.name} runs eagerly: {why}")
             self.eager_keys.add(key)
         else:
-            entries.append((graph, template))
+            entries.append((graph, template, _C.GraphReplay(graph, template)))
             with _lock:
                 _graphs.append((self.name, graph.text))
             if self.in_background and graph.status == "pending":
