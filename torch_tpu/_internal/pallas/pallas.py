@@ -79,6 +79,7 @@ class JaxCallable:
     def _export(self, key, args, kwargs):
         """Exports the function for this call's signature and registers it."""
         import jax
+        import jax.numpy as jnp
 
         static = set(self.static_argnums)
         arrays = [i for i, a in enumerate(args) if i not in static and _is_array(a)]
@@ -94,8 +95,6 @@ class JaxCallable:
         fingerprint = hashlib.sha256(text.encode()).hexdigest()
         if not tpu_torch_pallas.lookup_custom_kernel(self.name, fingerprint):
             tpu_torch_pallas.register_custom_kernel(self.name, fingerprint, serialized_mlir_module=text)
-        import jax.numpy as jnp
-
         self.output_shapes[key] = ([jax.ShapeDtypeStruct(s, jnp.dtype(d)) for d, s in outputs], tree)
         self.kernel_key_to_mlir_fingerprint[key] = fingerprint
 
