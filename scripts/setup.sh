@@ -42,6 +42,10 @@ PY="${PYTHON:-python3}"
 # jax==0.10.2 jaxlib==0.10.2`: it keeps the torch pin (adds ml_dtypes,
 # opt_einsum, scipy; about 25 s to install).
 .venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0" "jax==0.10.2" "jaxlib==0.10.2"
+# helion: tests/python/test_helion.py runs its Pallas backend on tpu tensors. 1.5.1 checked with
+# `pip install --dry-run "torch==2.13.0" "helion==1.5.1"`: it keeps the torch pin (adds cloudpickle,
+# filecheck, joblib, narwhals, scikit-learn, threadpoolctl).
+.venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0" "helion==1.5.1"
 # ccache keys on the compile commands: with the checkout as its base
 # directory they name paths relative to it, so a fresh clone in another
 # folder (CI's) reuses the objects an earlier build of the same sources made.

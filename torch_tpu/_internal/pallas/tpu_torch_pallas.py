@@ -83,11 +83,16 @@ def _operator(name, key, inputs, output_shapes) -> kernel_op.KernelOp:
 
 
 def call_custom_kernel(name: str, key: str, inputs, output_shapes, donate_argnums=(),
-                       input_output_aliases=None):
+                       input_output_aliases=None, device_assignment=None):
     """Runs kernel (name, key) on tpu tensors `inputs`; `output_shapes` are
-    tensors whose shapes and dtypes its results have (what the kernel
-    returns is checked against them). Returns the results, new tensors;
-    donated inputs stay valid."""
+    tensors (or `jax.ShapeDtypeStruct`s) whose shapes and dtypes its results
+    have (what the kernel returns is checked against them). Returns the
+    results, new tensors; donated inputs stay valid. `device_assignment`
+    (device ids, as Helion passes) may name one device at most: the kernel
+    runs on its inputs' device."""
+    if device_assignment is not None and len(device_assignment) > 1:
+        raise ValueError(f"call_custom_kernel {name!r}: kernels over several devices "
+                         f"(device_assignment {list(device_assignment)}) are not supported yet")
     inputs = list(inputs)
     for i, t in enumerate(inputs):
         if not isinstance(t, torch.Tensor) or t.device.type != "tpu":
