@@ -115,7 +115,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       hlo::Value v = b.convert(read(e, self), to_hlo(dst.scalar_type()));
       write(e, dst, b.broadcast_to(v, dst.sizes().vec()));
     }
-    e.end("copy_");
+    e.end("copy_", nullptr, /*joins_consumer=*/true);  // Strict: runs in its consumer's program
   } else if (dst.device().type() == kTpu) {
     copy_from_cpu(dst, self);
   } else {

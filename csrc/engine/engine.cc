@@ -339,7 +339,7 @@ void Engine::set_warning_handler(std::function<void(const std::string&)> handler
   warn_ = std::move(handler);
 }
 
-void Engine::end(const char* op, const std::string* site) {
+void Engine::end(const char* op, const std::string* site, bool joins_consumer) {
   ++r_->ops;
   // An op without a site (a copy the autocast backward makes) says nothing
   // of where the user's code is: it does not end a run of that code.
@@ -351,6 +351,8 @@ void Engine::end(const char* op, const std::string* site) {
   r_->op_sites.push_back(OpSite{op, site});
   switch (mode_) {
     case Mode::kDeferNever:
+      if (!joins_consumer) flush(FlushCause::kOp);
+      break;
     case Mode::kDeferNeverAndLaunchBlocking:
       flush(FlushCause::kOp);
       break;

@@ -107,8 +107,12 @@ class Engine {
   void supersede(const ValuePtr& next, const ValuePtr& old);
   // Ends an op: flushes now or later according to the mode. `site` is where
   // the op came from (a Python file:line, interned by the caller: it must
-  // outlive the engine), for errors and recompile warnings.
-  void end(const char* op, const std::string* site = nullptr);
+  // outlive the engine), for errors and recompile warnings. In Strict Eager
+  // an op that `joins_consumer` (a device copy: clone, contiguous() and
+  // reshape of a strided view, .to(dtype)) is not a program of its own: it
+  // runs in the program of the op after it (a host read or synchronize
+  // flushes it as ever).
+  void end(const char* op, const std::string* site = nullptr, bool joins_consumer = false);
   // Receives warnings (recompilations); the aten layer routes them to Python.
   void set_warning_handler(std::function<void(const std::string&)> handler);
   // Donation of dead input buffers to the program (off while capturing graphs
