@@ -3,7 +3,8 @@ registers them with our torch_tpu._internal.pallas.jax_op) on tpu tensors,
 against the same math in CPU PyTorch, in Strict and Fused Eager: the
 TensorCore Pallas gather (TPUEmbeddingUnfused forward and backward), the
 pooled lookups' backward kernels (padded, offset, batched offset) and the
-pooled-embedding permute. The pooled lookups' forward kernels are SparseCore
+pooled-embedding permute, and fbgemm's sparse permutes (a CPU round trip
+in TorchRec's dispatcher). The pooled lookups' forward kernels are SparseCore
 kernels (pltpu.get_tpu_info().sparse_core, tpu_sc): they need TPU hardware.
 """
 import pytest
@@ -124,6 +125,22 @@ def test_permute_pooled_embs_forward_backward_equal_cpu(mode):
     assert_same(out, ref.detach())
     assert_same(x_grad, xr.grad)
 
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fbgemm_sparse_permutes_on_tpu_equal_cpu(mode):
+    # TorchRec's dispatcher gives fbgemm's sparse-data ops tpu kernels that run
+    # fbgemm's CPU kernels on copies.
+    from torchrec.experimental.torch_tpu.pallas import dispatcher  # noqa: F401
+
+    permute = torch.tensor([2, 0, 1], dtype=torch.int32)
+    lengths = torch.tensor([2, 1, 3], dtype=torch.int32)
+    values, weights = torch.arange(6, dtype=torch.int32), _randn(6, seed=13)
+    with torch_tpu.eager_mode(mode):
+        out = torch.ops.fbgemm.permute_1D_sparse_data(
+            permute.to("tpu"), lengths.to("tpu"), values.to("tpu"), weights.to("tpu"), None)
+        inverse = torch.ops.fbgemm.invert_permute(permute.to("tpu"))
+    assert_same(list(out), list(torch.ops.fbgemm.permute_1D_sparse_data(permute, lengths, values, weights, None)))
+    assert_same(inverse, torch.ops.fbgemm.invert_permute(permute))
 
 def test_sparse_core_pooled_lookup_needs_tpu_hardware():
     # SparseCore kernels (tpu_sc) read the chip's SparseCore layout while
