@@ -46,6 +46,14 @@ PY="${PYTHON:-python3}"
 # `pip install --dry-run "torch==2.13.0" "helion==1.5.1"`: it keeps the torch pin (adds cloudpickle,
 # filecheck, joblib, narwhals, scikit-learn, threadpoolctl).
 .venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0" "helion==1.5.1"
+# torchrec: tests/python/test_torchrec_tpu.py runs its tpu embedding kernels (torchrec.experimental.torch_tpu)
+# through jax_op. `pip install --dry-run "torch==2.13.0" "torchrec==1.9.2"` keeps the torch pin but adds
+# fbgemm-gpu 1.9.0, the CUDA build (498 MB; needs libtorch_cuda), and fbgemm-gpu-cpu 1.9.0 is built for a
+# newer torch (undefined symbols): so fbgemm-gpu-cpu 1.8.0 (6 MB, loads with 2.13.0), torchrec without
+# deps, and its other deps as that dry-run resolved them (tensordict, torchmetrics, pyre-extensions, tqdm).
+.venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0" "fbgemm-gpu-cpu==1.8.0" \
+  "tensordict==0.15.3" "torchmetrics==1.0.3" "pyre-extensions==0.0.32" tqdm
+.venv/bin/pip install -q --disable-pip-version-check --no-deps "torchrec==1.9.2"
 # ccache keys on the compile commands: with the checkout as its base
 # directory they name paths relative to it, so a fresh clone in another
 # folder (CI's) reuses the objects an earlier build of the same sources made.
