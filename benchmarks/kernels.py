@@ -10,6 +10,10 @@ one by one; each in Fused Eager and under torch.compile(backend="tpu"). The
 sides take turns per repeat; ms per step are medians, kernel / op-by-op
 ratios are medians of per-repeat ratios (< 1: the kernel is faster).
 
+Top-2 forward + backward on [tokens, experts] f32 logits: the StableHLO
+kernel of examples/stablehlo_topk.py (torch_tpu.library, no JAX) against
+torch.topk lowered by tpu, the same way.
+
 Kernel files: the time a new process without JAX spends loading the saved
 Pallas kernel (`load_kernel`) and on its first call (the program compile),
 next to this process's first call of the same jax_op (jax.export + compile).
@@ -50,6 +54,53 @@ def child_load(path, rows, features):
     t1 = now()
     op(x, w).cpu()
     print(json.dumps({"load_s": loaded, "first_call_s": now() - t1}))
+
+
+def load_topk_example():
+    """examples/stablehlo_topk.py (a StableHLO text kernel: no JAX)."""
+    spec = importlib.util.spec_from_file_location(
+        "stablehlo_topk", os.path.join(common.REPO, "examples", "stablehlo_topk.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def topk_sides(repeats, steps, smoke):
+    """ms per top-2 forward + backward, kernel and torch.topk, per mode."""
+    example = load_topk_example()
+    tokens, experts = (32, 8) if smoke else (4096, 64)
+    example.register(tokens, experts)
+    logits = torch.randn(tokens, experts, device="tpu").requires_grad_()
+    g = torch.randn(tokens, 2, device="tpu")
+
+    def make(top, compiled):
+        def step(x, g):
+            x.grad = None
+            values, _ = top(x)
+            values.backward(g)
+            return values.detach(), x.grad
+        return torch.compile(step, backend="tpu") if compiled else step
+
+    sides = {"stablehlo": example.top2, "ops": lambda x: torch.topk(x, 2, dim=-1)}
+    times, steppers = {}, {}
+    for _ in range(repeats):
+        for mode in ("fused", "compiled"):
+            with torch_tpu.eager_mode("DEFER_AND_FUSE" if mode == "fused" else "DEFER_NEVER"):
+                for name, top in sides.items():
+                    if (mode, name) not in steppers:
+                        steppers[(mode, name)] = make(top, mode == "compiled")
+                    times.setdefault((mode, name), []).append(
+                        time_steps(steppers[(mode, name)], (logits, g), steps))
+    rows, results = [], {}
+    for mode in ("fused", "compiled"):
+        per_repeat = [ratio(k, o) for k, o in zip(times[(mode, "stablehlo")], times[(mode, "ops")])]
+        r = results[f"{mode}/topk"] = {"ms": median(times[(mode, "stablehlo")]),
+                                       "ops_ms": median(times[(mode, "ops")]),
+                                       "kernel_over_ops": median(per_repeat)}
+        rows.append([mode, "stablehlo top-2", f"{r['ms']:.3f}", f"{r['ops_ms']:.3f}",
+                     f"{r['kernel_over_ops']:.2f}"])
+    return (tokens, experts), rows, results
 
 
 def step_fn(norm, compiled):
@@ -128,6 +179,9 @@ def main():
             r = results[f"{mode}/{name}"]
             rows_out.append([mode, name, f"{r['ms']:.3f}", f"{r['ops_ms']:.3f}", f"{r['kernel_over_ops']:.2f}"])
 
+    topk_shape, topk_rows, topk_results = topk_sides(repeats, steps, args.smoke)
+    results.update(topk_results)
+
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "rms_norm.kernel")
         torch.tpu.pallas.save_kernel(pallas_op, path)
@@ -145,6 +199,8 @@ def main():
 
     markdown = (f"RMSNorm forward + backward, [{rows}, {features}] f32, {steps} steps x {repeats} repeats\n\n"
                 + table(["mode", "kernel", "kernel ms/step", "op-by-op ms/step", "kernel / op-by-op"], rows_out)
+                + f"\n\nTop-2 forward + backward, {topk_shape} f32 logits (StableHLO text kernel vs torch.topk)\n\n"
+                + table(["mode", "kernel", "kernel ms/step", "op-by-op ms/step", "kernel / op-by-op"], topk_rows)
                 + "\n\nKernel file (the Pallas RMSNorm, a process without JAX)\n\n"
                 + table(["file bytes", "load_kernel ms", "first call ms (compile)",
                          "jax_op first call here ms (import, export, compile)"],

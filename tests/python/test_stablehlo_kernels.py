@@ -1,6 +1,8 @@
 """StableHLO custom kernels (torch_tpu.library): a user's StableHLO function as
 the tpu kernel of a torch.library operator, against the operator's CPU
 kernel, in every eager mode, under torch.compile and through autograd."""
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -243,3 +245,34 @@ def test_user_kernels_are_listed_apart_from_the_backends_own():
     assert all(r["kind"] == "user" and r["family"] == "stablehlo" for r in rows)
     overloads, native = coverage.registrations()
     assert not [o for o in overloads if o.startswith("tt_test")]
+
+
+@functools.lru_cache(maxsize=None)
+def _example(name):
+    import importlib.util
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(root, "examples", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("mode,compiled", [("DEFER_AND_FUSE", False), ("DEFER_NEVER", True),
+                                           ("DEFER_NEVER", False)])
+def test_stablehlo_topk_example_routes_a_trained_moe_as_on_cpu(mode, compiled):
+    """examples/stablehlo_topk.py: the StableHLO top-2 as a mixture-of-experts
+    router, trained (SGD, 5 steps) in Fused Eager, compiled and Strict."""
+    example = _example("stablehlo_topk")
+    if not any(op == "examples::top2" for op, _ in torch_tpu.library.stablehlo_kernels()):
+        example.register(rows=32, experts=4)
+    cpu_loss, cpu_params = example.train("cpu")
+    with torch.tpu.precision("highest"):
+        loss, params = example.train("tpu", mode, compiled)
+    torch.testing.assert_close(loss, cpu_loss, atol=1e-5, rtol=1e-5)
+    for p, q in zip(params, cpu_params):
+        torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-5)
+    # tpu runs the StableHLO kernel: a shape it has none for is refused.
+    with pytest.raises(Exception, match="top2"):
+        example.top2(torch.randn(5, 4).to("tpu"))
