@@ -164,6 +164,7 @@ Values int_mm(Context& c, const Args& a) {
 
 void register_linalg_decompositions(Registry& r);
 void register_linalg_factorizations(Registry& r);  // linalg_factor.cc
+void register_linear(Registry& r);                 // linear.cc
 
 void register_linalg(Registry& r) {
   r.add("aten::mm", dot_rule(matrix()));
@@ -190,6 +191,7 @@ void register_linalg(Registry& r) {
     r.omit_unit_scales(op);
   register_linalg_decompositions(r);
   register_linalg_factorizations(r);
+  register_linear(r);
 }
 
 }  // namespace torch_tpu::lowering

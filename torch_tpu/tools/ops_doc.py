@@ -21,7 +21,7 @@ KINDS = (
     ("host-synced", "reads data on the host first: the result's shape depends on it"),
     ("core", "allocation, views (metadata only), copies, `_local_scalar_dense`, "
              "the attention kernel choice (`_fused_sdp_choice`)"),
-    ("composite", "a kernel composed of ATen ops on tpu tensors (fused attention, nested tensors)"),
+    ("composite", "a kernel composed of ATen ops on tpu tensors (fused attention, nested tensors, linear's autograd)"),
     ("collective", "a `c10d` op PyTorch registers for every backend; served by `tpu_dist`"),
 )
 
