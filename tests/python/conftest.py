@@ -57,6 +57,20 @@ def check_grad(fn, *args, grad, atol=None, rtol=None):
     assert_same(run("tpu"), run("cpu"), atol=atol, rtol=rtol)
 
 
+def strict_programs(forward, grad):
+    """Programs Strict Eager launches for `forward()` and for the backward
+    of its result with output gradient `grad` (each counted to a synchronize)."""
+    with torch_tpu.eager_mode("DEFER_NEVER"):
+        torch.tpu.synchronize()
+        before = torch_tpu.metrics().get("executions", 0)
+        out = forward()
+        torch.tpu.synchronize()
+        middle = torch_tpu.metrics().get("executions", 0)
+        out.backward(grad)
+        torch.tpu.synchronize()
+        return middle - before, torch_tpu.metrics().get("executions", 0) - middle
+
+
 @pytest.fixture
 def highest_precision():
     """f32 matmuls at HIGHEST precision so comparisons against CPU are tight."""

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch.autograd.forward_ad import dual_level, make_dual, unpack_dual
 
 import torch_tpu
-from conftest import assert_same
+from conftest import assert_same, strict_programs
 
 
 def grads_of(device, x, w, b, g, requires=(True, True, True)):
@@ -100,15 +100,6 @@ def test_compiled_linear_training_equals_cpu(highest_precision):
 def test_a_strict_layer_is_one_program_forward_and_one_backward(highest_precision):
     layer = torch.nn.Linear(8, 6).to("tpu")
     x = torch.randn(4, 8).to("tpu").requires_grad_()
-    g = torch.randn(4, 6).to("tpu")
-    with torch_tpu.eager_mode("DEFER_NEVER"):
-        torch.tpu.synchronize()
-        before = torch_tpu.metrics()["executions"]
-        y = layer(x)
-        torch.tpu.synchronize()
-        forward = torch_tpu.metrics()["executions"] - before
-        y.backward(g)
-        torch.tpu.synchronize()
-        backward = torch_tpu.metrics()["executions"] - before - forward
+    forward, backward = strict_programs(lambda: layer(x), torch.randn(4, 6).to("tpu"))
     assert forward == 1
     assert backward == 1  # input, weight and bias gradients together

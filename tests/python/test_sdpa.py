@@ -10,7 +10,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_tpu
-from conftest import assert_same
+from conftest import assert_same, strict_programs
 
 aten = torch.ops.aten
 
@@ -163,16 +163,7 @@ def test_dropout_keeps_the_math_path_and_trains():
 def test_strict_attention_is_one_program_each_way(highest_precision):
     q, k, v, grad, _, _ = make("causal_square", torch.float32)
     xs = [t.to("tpu").requires_grad_() for t in (q, k, v)]
-    g = grad.to("tpu")
-    with torch_tpu.eager_mode("DEFER_NEVER"):
-        torch.tpu.synchronize()
-        before = torch_tpu.metrics()["executions"]
-        out = F.scaled_dot_product_attention(*xs, is_causal=True)
-        torch.tpu.synchronize()
-        forward = torch_tpu.metrics()["executions"] - before
-        out.backward(g)
-        torch.tpu.synchronize()
-        backward = torch_tpu.metrics()["executions"] - before - forward
+    forward, backward = strict_programs(
+        lambda: F.scaled_dot_product_attention(*xs, is_causal=True), grad.to("tpu"))
     assert forward == 1
-    # the backward program, plus the ones-free gradient accumulation (none here)
     assert backward == 1
