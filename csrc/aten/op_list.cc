@@ -59,8 +59,10 @@ std::vector<OpRow> op_list() {
     if (r.key == "PrivateUse1") listed.insert(r.op);
   // Kernels registered by others: PyTorch's c10d ops serve every backend,
   // and FSDP2 registers its copy-in/out ops (`fsdp::`) for every backend
-  // when torch.distributed.fsdp is imported. Anything else unlisted is a
-  // registration that bypassed KernelList.
+  // when torch.distributed.fsdp is imported; other packages register their
+  // own namespaces' ops for tpu (TorchRec's `torchrec::` embedding ops, in
+  // Python). An unlisted `aten::` or `tpu::` kernel is a registration that
+  // bypassed KernelList.
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& n :
        dispatcher.getRegistrationsForDispatchKey(c10::DispatchKey::PrivateUse1)) {
@@ -70,6 +72,8 @@ std::vector<OpRow> op_list() {
       rows.push_back({op, "collective", "c10d", "", "PrivateUse1"});
     else if (op.rfind("fsdp::", 0) == 0)
       rows.push_back({op, "pytorch", "fsdp", "", "PrivateUse1"});
+    else if (op.rfind("aten::", 0) != 0 && op.rfind("tpu::", 0) != 0)  // e.g. torchrec::
+      rows.push_back({op, "external", op.substr(0, op.find("::")), "", "PrivateUse1"});
     else
       rows.push_back({op, "unlisted", "", "", "PrivateUse1"});
   }

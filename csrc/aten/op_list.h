@@ -24,6 +24,8 @@ struct OpRow {
   // imported (FSDP2's `fsdp::` copy-in/out);
   // user: a user's StableHLO kernel (custom_kernels.h; left out of the
   // coverage counts and docs/ops.md);
+  // external: another package's op in its own namespace with a tpu kernel
+  // it registered (TorchRec's `torchrec::`; left out likewise);
   // fallback: every other op (NotImplementedError, or the CPU).
   std::string kind;
   std::string family;    // the lowering file ("elementwise") or aten file ("host_ops")

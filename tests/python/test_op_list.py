@@ -82,8 +82,9 @@ def test_fsdp_ops_are_pytorchs_and_left_out_of_the_page():
 def test_coverage_counts_come_from_the_op_list():
     rows = coverage.op_list()
     overloads, native = coverage.registrations(rows)
-    user = {r["op"] for r in rows if r["kind"] == "user"}  # StableHLO kernels other tests made
-    assert overloads == set(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")) - user
+    # StableHLO kernels other tests made; other packages' ops (TorchRec's)
+    theirs = {r["op"] for r in rows if r["kind"] in ("user", "external")}
+    assert overloads == set(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")) - theirs
     # The operators the hand-kept lists had missed are counted.
     assert {"equal", "bincount", "_unique", "_unique2", "unique_dim", "unique_consecutive",
             "unique_dim_consecutive"} <= native
@@ -95,3 +96,14 @@ def test_docs_ops_md_is_current():
         text = f.read()
     assert text == ops_doc.render(ROWS), \
         "docs/ops.md is stale: run python -m torch_tpu.tools.ops_doc"
+
+
+def test_other_packages_ops_are_listed_as_external():
+    """A package that registers its own namespace's ops for tpu (TorchRec's
+    embedding ops, through jax_op) is listed apart, not as ours."""
+    torch.library.define("tt_external::double", "(Tensor x) -> Tensor")
+    torch.library.impl("tt_external::double", "PrivateUse1")(lambda x: x * 2)
+    rows = [r for r in coverage.op_list() if r["op"].startswith("tt_external::")]
+    assert [(r["op"], r["kind"], r["family"]) for r in rows] == [
+        ("tt_external::double", "external", "tt_external")]
+    assert "tt_external::double" not in coverage.registrations()[0]

@@ -426,8 +426,9 @@ def test_single_trace_trainer_matches_torch_optim(highest_precision):
         assert_same(loss, expected.detach(), atol=1e-5, rtol=1e-4)
         if i > 0:  # one program for the whole step: captured once, replayed after
             assert after.get("compiles", 0) == before.get("compiles", 0)
-            # the batch copied in, the replay, the loss handed out
-            assert after["executions"] - before["executions"] == 4
+            # the batch copied in (both copies one program: in Strict Eager a
+            # device copy runs with what follows it), the replay, the loss handed out
+            assert after["executions"] - before["executions"] == 3
     for n, p in cpu_model.named_parameters():
         assert_same(trainer.params[n], p.detach(), atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="targets"):

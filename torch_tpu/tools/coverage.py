@@ -176,7 +176,8 @@ def _base(name):
 def op_list():
     """The C++ op list (csrc/aten/op_list.h), one dict per tpu kernel: op,
     kind (lowered, derived, host-synced, core, composite, collective, pytorch,
-    user — a StableHLO kernel registered through torch_tpu.library —, fallback), family (the file that lowers or registers it), lowering (the
+    user — a StableHLO kernel registered through torch_tpu.library —, external —
+    another package's op in its own namespace, e.g. TorchRec's —, fallback), family (the file that lowers or registers it), lowering (the
     registry entry serving a lowered or derived op) and dispatch key."""
     import torch_tpu
     fields = ("op", "kind", "family", "lowering", "key")
@@ -194,7 +195,7 @@ def registrations(rows=None):
     served natively (lowered, derived and host-synced), from the op list."""
     rows = op_list() if rows is None else rows
     overloads = {r["op"] for r in rows
-                 if r["key"] == "PrivateUse1" and r["kind"] not in ("fallback", "user")}
+                 if r["key"] == "PrivateUse1" and r["kind"] not in ("fallback", "user", "external")}
     native = {_base(r["op"]) for r in rows if r["kind"] in NATIVE_KINDS}
     return overloads, native
 
