@@ -25,6 +25,7 @@ Writes results/training.json and results/training.md.
 """
 import common  # noqa: F401  (first: sets the cache environment before torch)
 
+import gc
 import time
 
 import torch
@@ -69,6 +70,10 @@ def peak_bytes(kind, mode, args):
     """Peak memory of a step with no other task alive on the device: on tpu
     torch.tpu.max_memory_allocated() over steps after warm-up; on CPU, the
     peak of live tensor storage over one step."""
+    # Earlier tasks go first: a compiled one stays referenced by Dynamo's
+    # cache (its guards hold the task) until that is reset.
+    torch._dynamo.reset()
+    gc.collect()
     device = enter(mode)
     task = make_task(kind, mode, device, args.smoke)
     for _ in range(args.warmup):
