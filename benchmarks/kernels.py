@@ -34,10 +34,11 @@ import torch_tpu
 from common import median, now, ratio, table, write_results
 
 
-def load_example():
-    """examples/pallas_rms_norm.py (it imports JAX, which the load child must not)."""
+def load_example(name):
+    """examples/<name>.py (pallas_rms_norm imports JAX, which the load child
+    must not, so it is loaded here rather than imported at the top)."""
     spec = importlib.util.spec_from_file_location(
-        "pallas_rms_norm", os.path.join(common.REPO, "examples", "pallas_rms_norm.py"))
+        name, os.path.join(common.REPO, "examples", name + ".py"))
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # Dynamo imports a traced function's module by name
     spec.loader.exec_module(module)
@@ -56,19 +57,9 @@ def child_load(path, rows, features):
     print(json.dumps({"load_s": loaded, "first_call_s": now() - t1}))
 
 
-def load_topk_example():
-    """examples/stablehlo_topk.py (a StableHLO text kernel: no JAX)."""
-    spec = importlib.util.spec_from_file_location(
-        "stablehlo_topk", os.path.join(common.REPO, "examples", "stablehlo_topk.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def topk_sides(repeats, steps, smoke):
     """ms per top-2 forward + backward, kernel and torch.topk, per mode."""
-    example = load_topk_example()
+    example = load_example("stablehlo_topk")
     tokens, experts = (32, 8) if smoke else (4096, 64)
     example.register(tokens, experts)
     logits = torch.randn(tokens, experts, device="tpu").requires_grad_()
@@ -142,7 +133,7 @@ def main():
     import jax
     import jax.numpy as jnp
 
-    example = load_example()
+    example = load_example("pallas_rms_norm")
 
     def rms_norm_jnp(x: jax.Array, w: jax.Array) -> jax.Array:
         return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + example.EPS) * w

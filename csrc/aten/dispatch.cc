@@ -416,10 +416,10 @@ void register_lowered_ops(torch::Library& m, const std::string& ns) {
     if (!handle) continue;
     // Composite-implicit ops decompose above the backend; a backend kernel
     // would hide them from autograd. Those tpu gives an autograd kernel of
-    // its own (linear, linear_ops.cc) are lowered like any other.
+    // its own (kernel.h) are lowered like any other.
     std::string name = full_name(opname);
     if (handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
-        name != "aten::linear")
+        !has_tpu_autograd(name))
       continue;
     const auto& schema = handle->schema();
     if (registry.find(name)) {

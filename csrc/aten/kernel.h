@@ -35,6 +35,11 @@ struct Plan {
   mutable bool reads_precision = false;
 };
 
+// Whether tpu registers its own autograd kernel for the CompositeImplicit
+// operator `name` ("aten::linear", linear_ops.cc), so its backend kernel is
+// the lowering rather than PyTorch's decomposition.
+bool has_tpu_autograd(const std::string& name);
+
 // Whether argument `i` is an `alpha`/`beta` of exactly 1 that the lowering
 // leaves out (Plan::unit_scales).
 bool omits(const Plan& plan, c10::ArrayRef<c10::IValue> args, size_t i);

@@ -19,6 +19,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include "kernel.h"
 #include "meta.h"
 #include "op_list.h"
 
@@ -34,18 +35,17 @@ bool one_op_form(const at::Tensor& input, const at::Tensor& weight,
   // Subclasses first: reading a FakeTensor's sizes would specialize the
   // dynamic dimensions Dynamo traces.
   const bool has_bias = bias.has_value() && bias->defined();
-  if (at::isTensorSubclassLike(input) || at::isTensorSubclassLike(weight) ||
-      (has_bias && at::isTensorSubclassLike(*bias)))
-    return false;
-  for (const at::Tensor* t : {&input, &weight, has_bias ? &*bias : &input})
-    if (t->unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return false;
+  const std::array<const at::Tensor*, 3> all{&input, &weight, has_bias ? &*bias : &input};
+  for (const at::Tensor* t : all)
+    if (at::isTensorSubclassLike(*t) || t->unsafeGetTensorImpl()->has_symbolic_sizes_strides())
+      return false;
   if (input.dim() < 1 || weight.dim() != 2 || input.size(-1) != weight.size(1)) return false;
   if (!at::isFloatingType(input.scalar_type()) || weight.scalar_type() != input.scalar_type())
     return false;
   if (has_bias && (bias->dim() != 1 || bias->size(0) != weight.size(0) ||
                    bias->scalar_type() != input.scalar_type()))
     return false;
-  for (const at::Tensor* t : {&input, &weight, has_bias ? &*bias : &input})
+  for (const at::Tensor* t : all)
     if (t->_fw_grad(/*level=*/0).defined()) return false;
   return true;
 }
@@ -115,6 +115,8 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+bool has_tpu_autograd(const std::string& name) { return name == "aten::linear"; }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   KernelList k(m, "composite", "AutogradPrivateUse1");
