@@ -59,9 +59,16 @@ def main():
             opt.zero_grad()
             loss.backward()
             opt.step()
-        weights = [None] * world
-        dist.all_gather_object(weights, model.module.weight.detach().cpu())
-        assert all(torch.equal(w, weights[0]) for w in weights), weights
+        # Gathered on tpu (tpu_dist), not as objects through Gloo: a Gloo
+        # worker thread drops its last reference to a Python-made CPU tensor
+        # a moment after the collective returns, and when the interpreter is
+        # already finalizing then, Python ends that thread and libstdc++
+        # aborts (a PyTorch race: DDP keeps the group alive past
+        # destroy_process_group, so Gloo's threads are never joined).
+        weight = model.module.weight.detach()
+        weights = [torch.empty_like(weight) for _ in range(world)]
+        dist.all_gather(weights, weight)
+        assert all(torch.equal(w.cpu(), weights[0].cpu()) for w in weights), weights
     check("ddp_replicas_agree", ddp)
 
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
