@@ -231,6 +231,42 @@ def test_new_op_sequence_at_a_site_compiles_optimized():
     assert proc.stdout.split()[-2:] == ["3", "0"]
 
 
+STRICT_OP_AT_ONE_SITE = textwrap.dedent("""
+    import sys, torch, torch_tpu
+    torch_tpu.set_eager_mode(sys.argv[1])
+    conv = torch.nn.Conv3d(4, 4, 3, padding=1, groups=4)  # one op, 27 taps: a long program
+    tpu_conv = torch.nn.Conv3d(4, 4, 3, padding=1, groups=4).to("tpu")
+    tpu_conv.load_state_dict(conv.state_dict())
+
+    def layer(m, x):  # one site, three shapes
+        return m(x)
+
+    with torch.no_grad(), torch.tpu.precision("highest"):
+        for n in (4, 5, 6):
+            x = torch.linspace(-1, 1, 2 * 4 * n ** 3).reshape(2, 4, n, n, n)
+            got = layer(tpu_conv, x.to("tpu")).cpu()
+            assert torch.allclose(got, layer(conv, x), rtol=1e-5, atol=1e-5)
+    m = torch_tpu.metrics()
+    print(int(m.get("compiles", 0)), int(m.get("quick_compiles", 0)))
+""")
+
+
+@pytest.mark.parametrize("mode,quick", [("DEFER_NEVER", 0), ("DEFER_AND_FUSE", 2)])
+def test_strict_op_compiles_optimized_at_a_site_that_saw_other_shapes(mode, quick):
+    """In Strict each op is its own program, which compiles fast either way:
+    a reshaped recompilation of one (a conv layer's line over three shapes)
+    compiles optimized, while quick code ran a 3-D depthwise convolution 16x
+    slower until its upgrade landed. Fused Eager's programs at the same site
+    still compile quickly (the control: the site is a reshaped one)."""
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
+    env.pop("TORCH_TPU_TIERED_COMPILE", None)
+    proc = subprocess.run([sys.executable, "-c", STRICT_OP_AT_ONE_SITE, mode],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    compiles, quick_compiles = map(int, proc.stdout.split()[-2:])
+    assert compiles >= 3 and quick_compiles == quick, (compiles, quick_compiles)
+
+
 def test_bad_tiering_environment_value_is_a_clear_error():
     env = dict(os.environ, TORCH_TPU_TIERED_COMPILE="sometimes")
     code = ("import torch, torch_tpu\n"
