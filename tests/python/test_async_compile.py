@@ -179,3 +179,85 @@ def test_environment_switch(monkeypatch):
     x = torch.randn(4)
     assert_same(compiled(x.to("tpu")), x * 3)
     assert _delta(before)["async_eager_calls"] == 1
+
+
+# --- ahead-of-time warm-up: torch_tpu._internal.compile.async_compile ------
+
+def test_warm_up_compiles_every_shape_without_running_it(highest_precision):
+    from torch_tpu._internal.compile import async_compile as warm_up
+
+    cpu = _mlp()
+    tpu = _mlp().to("tpu")
+    xs = [torch.randn(n, 16, generator=torch.Generator().manual_seed(n)) for n in (3, 5, 9)]
+    c0 = dict(torch_tpu.compiler.compile_metrics())
+    compiled = warm_up(tpu, [(x.to("tpu"),) for x in xs])
+    c = torch_tpu.compiler.compile_metrics()
+    # Each shape traced and queued once; no call ran a graph (eagerly or not).
+    assert c.get("captures", 0) - c0.get("captures", 0) == 3
+    assert c.get("async_compiles", 0) - c0.get("async_compiles", 0) == 3
+    assert c.get("async_eager_calls", 0) == c0.get("async_eager_calls", 0)
+    assert c.get("eager_calls", 0) == c0.get("eager_calls", 0)
+    before = _counts()
+    for x in xs:
+        out = compiled(x.to("tpu"))
+        assert not out.requires_grad  # no_grad by default (inference)
+        assert_same(out, cpu(x).detach())
+    after = _delta(before)
+    assert after["replays"] == 3 and after["async_eager_calls"] == 0, after
+    assert torch_tpu.compiler.compile_metrics().get("captures", 0) == c.get("captures", 0)
+
+
+def test_warm_up_input_forms_and_artifacts():
+    from torch_tpu._internal.compile import (AsyncCompilationSubmitted, async_compile,
+                                             resolve_compilations)
+
+    def f(x, scale=1.0):
+        return torch.tanh(x) * scale
+
+    x2, x3, x4, x5 = (torch.randn(n, 4).to("tpu") for n in (2, 3, 4, 5))
+    # A tuple, a dict, an (args, kwargs) pair, a single tensor.
+    before = torch_tpu.compiler.compile_metrics().get("async_compiles", 0)
+    compiled = async_compile(f, [(x2,), {"x": x3}, ((x4,), {"scale": 2.0}), x5])
+    assert torch_tpu.compiler.compile_metrics().get("async_compiles", 0) - before == 4
+    for x, kw in ((x2, {}), (x3, {}), (x4, {"scale": 2.0}), (x5, {})):
+        assert_same(compiled(x, **kw), f(x.cpu(), **kw))
+    # resolve_compilations waits for submitted graphs and counts them.
+    _C._hold_background_compiles(True)
+    compiled_g = torch.compile(lambda x: x.exp() + 1, backend="tpu", fullgraph=True,
+                               options=ASYNC)
+    from torch_tpu._internal import compile as warm
+    warm._submit_only.on = True
+    try:
+        with pytest.raises(AsyncCompilationSubmitted) as submitted:
+            compiled_g(x2)
+    finally:
+        warm._submit_only.on = False
+    assert submitted.value.artifact.status == "pending"
+    _C._hold_background_compiles(False)
+    assert resolve_compilations([submitted.value]) == 1
+    assert submitted.value.artifact.status == "ready"
+    assert_same(compiled_g(x2), x2.cpu().exp() + 1)
+
+
+def test_warm_up_with_gradients_trains_like_cpu(highest_precision):
+    from torch_tpu._internal.compile import async_compile as warm_up
+
+    cpu = _mlp()
+    tpu = _mlp().to("tpu")
+    x = torch.randn(6, 16, generator=torch.Generator().manual_seed(3))
+    compiled = warm_up(tpu, [(x.to("tpu"),)], no_grad=False)
+    compiled(x.to("tpu")).square().sum().backward()
+    cpu(x).square().sum().backward()
+    for p, q in zip(tpu.parameters(), cpu.parameters()):
+        assert_same(p.grad, q.grad)
+
+
+def test_warm_up_bad_arguments_are_clear():
+    from torch_tpu._internal.compile import async_compile, resolve_compilations
+
+    with pytest.raises(TypeError, match="callable"):
+        async_compile(3, [])
+    with pytest.raises(TypeError, match="warmup_inputs must be a sequence"):
+        async_compile(torch.tanh, torch.ones(2, device="tpu"))
+    with pytest.raises(TypeError, match="resolve_compilations takes"):
+        resolve_compilations(["not a graph"])

@@ -26,6 +26,7 @@ SCRIPTS = {
     "dynamic": ["rows", "results"],
     "kernels": ["results", "kernel_file"],
     "single_trace_trainer": ["rows"],
+    "aot_warmup": ["rows"],
 }
 
 
