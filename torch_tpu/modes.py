@@ -89,7 +89,9 @@ def _install_loop_boundary_hook():
     same two programs every iteration, found in the cache. Cut at the start
     too, the first iteration's update (which creates the optimizer's state)
     is a program of its own, and the second iteration compiles only the
-    steady update, not a second whole step."""
+    steady update, not a second whole step. Between the two, the engine
+    looks for no loop (the first step's per-parameter state creation is
+    none): the step is one program."""
     import torch
     from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                        register_optimizer_step_pre_hook)

@@ -210,7 +210,18 @@ void Engine::reset_recording() {
 void Engine::set_mode(Mode m) {
   auto guard = lock();
   flush_all(FlushCause::kModeChange);
+  mine().loop.hold(false);
   mode_ = m;
+}
+
+void Engine::flush(FlushCause cause) {
+  auto guard = lock();
+  r_ = &mine();
+  flush_current(cause, false);
+  // An optimizer step is one program: Fused Eager's loop detection waits
+  // for the step's end (the hooks of torch_tpu/modes.py flush at both ends).
+  if (cause == FlushCause::kOptimizerStepBegin) r_->loop.hold(true);
+  if (cause == FlushCause::kOptimizerStep) r_->loop.hold(false);
 }
 
 void Engine::begin(int device) {

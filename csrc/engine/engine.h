@@ -128,7 +128,7 @@ class Engine {
 
   // Runs this thread's pending program (if any). `cause` is counted in the
   // metrics (flush_cause.h).
-  void flush(FlushCause cause) { flush_program(cause); }
+  void flush(FlushCause cause);
   Program flush_program(FlushCause cause, bool with_text = false);
   // Ends this thread's recording like flush_program(cause, true) without
   // compiling or running it (asynchronous graph compiles): the program's

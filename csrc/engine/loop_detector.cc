@@ -18,6 +18,10 @@ LoopDetector::Cut LoopDetector::record(uint64_t op) {
   prefix_.push_back(prefix_.back() * kBase + mix(0, op));
   if (pow_.size() < prefix_.size()) pow_.push_back(pow_.back() * kBase);
 
+  if (held_) {
+    matching_ = false;
+    return Cut::kNone;
+  }
   matching_ = matching_ && i < body_.size() && body_[i] == op;
   if (matching_) {
     if (current_.size() < body_.size()) return Cut::kNone;

@@ -43,6 +43,11 @@ class LoopDetector {
   bool cut_pending() const { return pending_; }
   // Rule 2 found the period this recording is cut at.
   bool found() const { return found_ != 0; }
+  // While held (inside optimizer.step(), which the hooks flush at both
+  // ends), no op ends an iteration: the per-parameter pattern of a first
+  // step's state creation is no loop, and cutting it made three programs
+  // that never ran again. The held recording still becomes the last body.
+  void hold(bool on) { held_ = on; }
 
  private:
   size_t period() const;  // rule 2: a period of current_ ending now, or 0
@@ -53,6 +58,7 @@ class LoopDetector {
   bool matching_ = false;         // current_ is a prefix of body_
   bool body_by_request_ = false;  // body_'s program ended at a request
   bool pending_ = false;
+  bool held_ = false;
   size_t found_ = 0;  // the period rule 2 found in this recording (0: none)
 };
 

@@ -49,6 +49,36 @@ def test_adamw_loop_compiles_two_programs_and_matches_cpu():
         assert_same(p.detach(), q.detach(), atol=1e-5, rtol=1e-5)
 
 
+def test_first_optimizer_step_is_one_program():
+    """The first AdamW step creates its state parameter by parameter, a
+    pattern with a period; inside optimizer.step() that is no loop: the step
+    is one program (it used to be cut into three that never ran again)."""
+    torch_tpu.clear_cache()
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(20)]).to("tpu")  # 40 tensors
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x = torch.randn(4, 8).to("tpu")
+    with torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        model(x).square().sum().backward()
+        torch.tpu.synchronize()
+        before = torch_tpu.metrics()
+        opt.step()
+        torch.tpu.synchronize()
+        after = torch_tpu.metrics()
+    flushes = {k: after[k] - before.get(k, 0) for k in after
+               if k.startswith("flush_") and after[k] != before.get(k, 0)}
+    assert flushes == {"flush_optimizer_step": 1}, flushes  # nothing pending at its start
+    # Loop detection is back after the step: a repeating chain is cut again.
+    with torch_tpu.eager_mode("DEFER_AND_FUSE"):
+        before = torch_tpu.metrics().get("flush_loop_boundary", 0)
+        y = x
+        for _ in range(40):
+            y = torch.tanh(y * 1.5 + 0.25).abs().sqrt() - 0.5
+            y = y.exp().log1p().sin().cos()
+        y.cpu()
+        assert torch_tpu.metrics().get("flush_loop_boundary", 0) > before
+
+
 def test_repeated_loop_without_request_still_flushes_at_next_op():
     # First iteration ends at a host read; later ones have none: the repeat
     # is flushed when the next op starts, so programs stay one iteration long.
