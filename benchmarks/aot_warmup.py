@@ -19,6 +19,7 @@ graphs compiled. Writes results/aot_warmup.json and aot_warmup.md.
 """
 import common  # noqa: F401  (first: sets the cache environment before torch)
 
+import argparse
 import json
 import os
 import subprocess
@@ -75,7 +76,7 @@ def main():
     p = common.parser(__doc__)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--lengths", default="8,16,32,64")
-    p.add_argument("--child", choices=CONFIGS, help=argparse_hidden())
+    p.add_argument("--child", choices=CONFIGS, help=argparse.SUPPRESS)
     args = p.parse_args()
     lengths = [int(n) for n in args.lengths.split(",")]
     if args.smoke:
@@ -104,12 +105,6 @@ def main():
     print(md)
     write_results(args.out, "aot_warmup", {"smoke": args.smoke, "lengths": lengths, "rows": rows,
                                            "sequential_over_async": speedup}, md)
-
-
-def argparse_hidden():
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

@@ -199,12 +199,12 @@ class _GraphRunner:
             if self.in_background and graph.status == "pending":
                 _count("async_compiles")
         if self.in_background:
-            if graph is not None and graph.status == "ready":  # in the memory tier already
-                return self(*real_args)
             from ._internal import compile as warm_up
 
             if graph is not None and warm_up.submitting():  # async_compile's warm-up call
                 raise warm_up.AsyncCompilationSubmitted(graph)
+            if graph is not None and graph.status == "ready":  # in the memory tier already
+                return self(*real_args)
             _count("async_eager_calls" if graph is not None else "eager_calls")
             return self.gm(*real_args)
         return out if isinstance(out, (list, tuple)) else [out]

@@ -216,8 +216,7 @@ void Engine::set_mode(Mode m) {
 
 void Engine::flush(FlushCause cause) {
   auto guard = lock();
-  r_ = &mine();
-  flush_current(cause, false);
+  flush_program(cause);
   // An optimizer step is one program: Fused Eager's loop detection waits
   // for the step's end (the hooks of torch_tpu/modes.py flush at both ends).
   if (cause == FlushCause::kOptimizerStepBegin) r_->loop.hold(true);

@@ -36,10 +36,8 @@ class AsyncCompilationSubmitted(Exception):
         self.artifact = artifact
 
     def resolve(self):
-        if self.artifact is not None and self.artifact.status == "pending":
-            from .. import _C
-
-            _C._drain_background_compiles()
+        if self.artifact is not None:
+            resolve_compilations([self])
 
 
 def submitting() -> bool:
