@@ -10,6 +10,8 @@
 #include <c10/core/TensorImpl.h>
 
 #include "../engine/engine.h"
+#include "../hlo/kernel.h"
+#include "site.h"
 #include "storage.h"
 #include "tensor_io.h"
 
@@ -71,6 +73,26 @@ std::string flushes_since(const engine::Metrics::FlushCounts& before,
 }
 
 std::atomic<bool> g_break_next{false};
+std::atomic<uint64_t> g_graphs{0};
+
+// A replay recorded into a Fused Eager recording: a call of the graph's
+// program, lowered only when the recording's trace is not in the cache, so
+// the graphs of a step (forward, backward, optimizer) and the eager ops
+// between them become one program.
+class GraphCall final : public engine::DeferredOp {
+ public:
+  hlo::KernelPtr kernel;
+  std::vector<engine::TraceRef> args;
+  std::vector<uint32_t> results;  // trace indices of the placeholders
+
+  void lower(engine::Engine& e) override {
+    hlo::Values in;
+    in.reserve(args.size());
+    for (engine::TraceRef r : args) in.push_back(e.trace_input(r));
+    hlo::Values out = e.builder().call(kernel, in);
+    for (size_t j = 0; j < results.size(); ++j) e.set_trace_result(results[j], out[j]);
+  }
+};
 
 Capture& capture() {
   static Capture c;
@@ -113,6 +135,13 @@ void check_inputs(const std::vector<at::Tensor>& inputs) {
 
 struct CapturedGraph::Impl {
   std::string text;
+  // Its name in a Fused Eager recording's ops ("compiled graph N"): a stable
+  // address per graph, which loop detection takes as the op's identity.
+  std::string op_name;
+  // The program as a function a Fused Eager recording calls (parsed at the
+  // first such replay; `unfusable` when it cannot be, then it launches).
+  hlo::KernelPtr kernel;
+  bool unfusable = false;
   // Set once; by the background worker for a compile in the background.
   mutable std::mutex mu;
   pjrt::ExecutablePtr exe;
@@ -185,6 +214,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
 
   auto impl = std::make_shared<Impl>();
   impl->text = p.text;
+  impl->op_name = "compiled graph " + std::to_string(++g_graphs);
   impl->exe = p.exe;
   impl->device = p.device;
   impl->inputs = layouts(inputs);
@@ -302,19 +332,23 @@ std::optional<std::vector<at::Tensor>> CapturedGraph::try_run(
   }
   if (!exe || !matches(inputs)) return std::nullopt;
   auto& e = engine::Engine::get();
-  std::vector<pjrt::BufferPtr> args;
-  args.reserve(impl_->source.size());
   for (size_t i = 0; i < impl_->source.size(); ++i) {
     int k = impl_->source[i];
-    if (k < 0) {
-      args.push_back(impl_->constants[i]);
-      continue;
-    }
-    const engine::ValuePtr& v = state_of(inputs[k]).value;
-    TORCH_CHECK(v != nullptr, "tpu: graph input ", k, " has no contents");
-    args.push_back(e.buffer(v, engine::FlushCause::kGraphInput));
+    TORCH_CHECK(k < 0 || state_of(inputs[k]).value != nullptr, "tpu: graph input ", k,
+                " has no contents");
   }
-  std::vector<engine::ValuePtr> values = e.run(*exe, args, impl_->device);
+  std::vector<engine::ValuePtr> values;
+  const bool recorded = record_call(inputs, &values);
+  if (!recorded) {
+    std::vector<pjrt::BufferPtr> args;
+    args.reserve(impl_->source.size());
+    for (size_t i = 0; i < impl_->source.size(); ++i) {
+      int k = impl_->source[i];
+      args.push_back(k < 0 ? impl_->constants[i]
+                           : e.buffer(state_of(inputs[k]).value, engine::FlushCause::kGraphInput));
+    }
+    values = e.run(*exe, args, impl_->device);
+  }
 
   c10::DeviceGuard device_guard(c10::Device(c10::DeviceType::PrivateUse1, impl_->device));
   std::vector<c10::Storage> storages;
@@ -339,8 +373,65 @@ std::optional<std::vector<at::Tensor>> CapturedGraph::try_run(
     t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides, o.offset);
     outs.push_back(std::move(t));
   }
-  for (const auto& [k, j] : impl_->updates) state_of(inputs[k]).value = values[j];
+  for (const auto& [k, j] : impl_->updates) {
+    engine::ValuePtr& held = state_of(inputs[k]).value;
+    if (recorded) e.supersede(values[j], held);  // if its program fails, the old value stays
+    held = values[j];
+  }
   return outs;
+}
+
+bool CapturedGraph::record_call(const std::vector<at::Tensor>& inputs,
+                                std::vector<engine::ValuePtr>* values) const {
+  auto& e = engine::Engine::get();
+  if (e.mode() != engine::Mode::kDeferAndFuse) return false;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->unfusable) return false;
+    if (!impl_->kernel) {
+      try {
+        impl_->kernel = hlo::Kernel::parse(impl_->text);
+      } catch (const hlo::TypeError&) {
+        impl_->unfusable = true;  // launched on its own, as in the other modes
+        return false;
+      }
+    }
+  }
+  const hlo::KernelPtr& kernel = impl_->kernel;
+  const std::string* site = python_site();  // before the engine lock: it takes the GIL
+  auto guard = e.lock();
+  if (e.mode() != engine::Mode::kDeferAndFuse) return false;
+  e.begin(impl_->device);
+  std::vector<engine::ValuePtr> ins;
+  ins.reserve(impl_->source.size());
+  for (size_t i = 0; i < impl_->source.size(); ++i) {
+    int k = impl_->source[i];
+    ins.push_back(k < 0 ? nullptr : state_of(inputs[k]).value);
+  }
+  if (e.deferring()) {
+    auto call = std::make_unique<GraphCall>();
+    call->kernel = kernel;
+    uint64_t key = engine::mix(0x6772617068ull, std::hash<std::string>{}(kernel->entry));
+    for (size_t i = 0; i < ins.size(); ++i) {
+      engine::TraceRef r = ins[i] ? e.trace_ref(ins[i])
+                                  : e.trace_constant(impl_->constants[i], kernel->parameters[i]);
+      call->args.push_back(r);
+      key = engine::mix(key, r.key());
+    }
+    for (const hlo::TensorType& t : kernel->results) {
+      uint32_t index = 0;
+      values->push_back(e.placeholder(t, &index));
+      call->results.push_back(index);
+    }
+    e.defer(engine::DeferredPtr(call.release()), key);
+  } else {  // the recording is in its builder already: lower the call there
+    hlo::Values in;
+    for (size_t i = 0; i < ins.size(); ++i)
+      in.push_back(e.use(ins[i] ? ins[i] : e.adopt(impl_->constants[i], impl_->device)));
+    for (const hlo::Value& v : e.builder().call(kernel, in)) values->push_back(e.produce(v));
+  }
+  e.end(impl_->op_name.c_str(), site);
+  return true;
 }
 
 const std::string& CapturedGraph::text() const { return impl_->text; }

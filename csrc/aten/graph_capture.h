@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "../engine/value.h"
+
 namespace torch_tpu::aten {
 
 class CapturedGraph {
@@ -47,6 +49,11 @@ class CapturedGraph {
   explicit CapturedGraph(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
  private:
+  // In Fused Eager, records the replay into the calling thread's recording
+  // (its results pending there) instead of launching it; false in the other
+  // modes, or for a program that cannot be called as a function.
+  bool record_call(const std::vector<at::Tensor>& inputs,
+                   std::vector<engine::ValuePtr>* values) const;
   std::shared_ptr<Impl> impl_;
 };
 

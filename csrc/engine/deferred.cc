@@ -30,12 +30,12 @@ TraceRef Engine::trace_ref(const ValuePtr& v) {
   return TraceRef{it->second, true};
 }
 
-TraceRef Engine::trace_buffer(const pjrt::BufferPtr& buffer, hlo::ElementType dtype) {
+TraceRef Engine::trace_constant(const pjrt::BufferPtr& buffer, const hlo::TensorType& type) {
   // Every use is its own external: an equal value must not change the trace.
   // (Not in r_->external_index: only tensor buffers are looked up there.)
   auto index = static_cast<uint32_t>(r_->externals.size());
   r_->externals.push_back(buffer);
-  r_->external_types.push_back(hlo::TensorType{dtype, {}});
+  r_->external_types.push_back(type);
   r_->external_scalar.push_back(true);
   r_->external_nodes.emplace_back();
   return TraceRef{index, true};

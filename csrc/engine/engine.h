@@ -198,7 +198,12 @@ class Engine {
   // The device buffer of a host scalar (one per distinct dtype, bits and
   // device, reused) and a reference to it as an external input.
   pjrt::BufferPtr scalar_buffer(hlo::ElementType dtype, const ScalarBits& bits);
-  TraceRef trace_buffer(const pjrt::BufferPtr& buffer, hlo::ElementType dtype);
+  TraceRef trace_buffer(const pjrt::BufferPtr& buffer, hlo::ElementType dtype) {
+    return trace_constant(buffer, hlo::TensorType{dtype, {}});
+  }
+  // A buffer the caller keeps (a host scalar's, a compiled graph's constant)
+  // as an external input of its own at every use, never donated.
+  TraceRef trace_constant(const pjrt::BufferPtr& buffer, const hlo::TensorType& type);
   // A pending value the op being deferred produces, and its trace index.
   ValuePtr placeholder(const hlo::TensorType& type, uint32_t* index);
   // Appends an op whose key covers its lowering's inputs and their bindings.

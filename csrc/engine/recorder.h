@@ -42,15 +42,17 @@ struct Recorder {
   std::vector<int64_t> deferred_tags;  // the op index of each deferred op
   std::vector<pjrt::BufferPtr> externals;
   std::vector<hlo::TensorType> external_types;
-  // Host scalars are externals of their own at every use, equal values too
-  // (values must never decide the program); their parameter, once bound.
+  // Host scalars (and a compiled graph's constants: trace_constant) are
+  // externals of their own at every use, equal values too (values must never
+  // decide the program); their parameter, once bound.
   std::vector<bool> external_scalar;
   std::vector<hlo::Value> external_nodes;
   // Parameter i's external index (-1: bound outside the trace).
   std::vector<int64_t> input_externals;
-  // Whether parameter i is a host scalar: never donated (its buffer is shared
-  // by the scalar cache, and when the cache starts over a donation bit would
-  // otherwise flip and make another program).
+  // Whether parameter i is a host scalar or a graph's constant: never donated
+  // (its buffer is shared by the scalar cache or the graph, and when the
+  // cache starts over a donation bit would otherwise flip and make another
+  // program).
   std::vector<bool> input_scalar;
   std::unordered_map<const pjrt::Buffer*, uint32_t> external_index;
   std::vector<hlo::Value> trace_nodes;
