@@ -10,7 +10,10 @@ backward, optimizer.step(), with no host read; steps/s is the median over
 --repeats runs of --steps steps (each ending in a synchronize), after --warmup
 steps that are not timed; the modes take turns run by run. Modes: Strict,
 Fused, Fused with deferred lowering off ("fused-lowering"), the whole step
-through torch.compile(backend="tpu") ("compiled"), captured replay
+through torch.compile(backend="tpu") with Strict Eager around its graphs
+("compiled": each graph its own program) and with Fused Eager
+("compiled-fused": the graphs and the eager ops between them recorded as one
+program per step), captured replay
 (the step captured once with torch.tpu.graph after one eager step, then
 `replay()`: one program per step, no dispatch; AdamW with capturable=True
 in both),
@@ -36,8 +39,9 @@ from common import Task, median, now, ratio, set_mode, table, write_results
 MODELS = ("mlp", "transformer")
 # "fused-lowering": Fused Eager lowering every op as it is recorded (deferred
 # lowering off), to show what deferral buys.
-MODE_ORDER = ("strict", "fused", "fused-lowering", "compiled", "captured", "cpu")
-HOST_COST_MODES = ("strict", "fused", "compiled", "captured", "cpu")
+MODE_ORDER = ("strict", "fused", "fused-lowering", "compiled", "compiled-fused", "captured",
+              "cpu")
+HOST_COST_MODES = ("strict", "fused", "compiled", "compiled-fused", "captured", "cpu")
 
 
 def steps_per_second(task, device, steps):
@@ -54,14 +58,14 @@ def enter(mode):
     if mode == "cpu":
         return common.set_mode("cpu")
     torch_tpu._C._set_defer_lowering(mode != "fused-lowering")
-    return common.set_mode("fused" if mode.startswith("fused") else
+    return common.set_mode("fused" if mode.startswith("fused") or mode == "compiled-fused" else
                            "strict" if mode in ("captured", "compiled") else mode)
 
 
 def make_task(kind, mode, device, small):
     if mode == "captured":
         return common.CapturedTask(kind, small=small)
-    if mode == "compiled":
+    if mode.startswith("compiled"):
         return common.CompiledTask(kind, small=small)
     return Task(kind, device, small=small)
 
@@ -122,6 +126,9 @@ def measure(kind, args):
                  "ratios": paired})
     paired = [c / p for c, p in zip(rates["captured"], rates["cpu"])]
     rows.append({"model": kind, "mode": "captured / cpu", "ratio_median": median(paired),
+                 "ratios": paired})
+    paired = [c / f for c, f in zip(rates["compiled-fused"], rates["fused"])]
+    rows.append({"model": kind, "mode": "compiled-fused / fused", "ratio_median": median(paired),
                  "ratios": paired})
     return rows
 
@@ -196,7 +203,7 @@ def markdown(rows, hits, host, args):
             body.append([kind, mode, f"{r['steps_per_s']:.1f}",
                          f"{ratio(r['steps_per_s'], cpu['steps_per_s']):.2f}x",
                          f"{r['peak_bytes'] / 2**20:.2f}", f"{r['final_loss']:.4f}"])
-        for pair in ("fused / strict", "captured / cpu"):
+        for pair in ("fused / strict", "captured / cpu", "compiled-fused / fused"):
             paired = by[kind, pair]
             body.append([kind, f"**{pair}**", f"{paired['ratio_median']:.2f}x", "", "", ""])
     out.append(table(["model", "mode", "steps/s", "vs CPU", "peak MiB", "loss"], body))
