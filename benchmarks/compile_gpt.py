@@ -1,5 +1,8 @@
 """torch.compile on a small GPT (benchmarks/common.py TinyTransformer): CPU eager, Inductor (CPU), tpu Strict Eager,
-tpu Fused Eager and torch.compile(backend="tpu"), side by side in one run.
+tpu Fused Eager and torch.compile(backend="tpu") with Strict Eager around its
+graphs (tpu_compiled: each graph its own program) and with Fused Eager
+(tpu_compiled_fused: the step's graphs and eager ops one program), side by
+side in one run. `--large`: 4 layers, d_model 512, sequence 256, batch 8.
 
 Each configuration runs in its own subprocess (clean caches, clean peak
 memory). Reports steps/s (median over timed windows), the first call's time
@@ -21,7 +24,8 @@ import subprocess
 import sys
 import time
 
-CONFIGS = ["cpu_eager", "cpu_inductor", "tpu_strict", "tpu_fused", "tpu_compiled"]
+CONFIGS = ["cpu_eager", "cpu_inductor", "tpu_strict", "tpu_fused", "tpu_compiled",
+           "tpu_compiled_fused"]
 
 
 def build(args):
@@ -43,9 +47,11 @@ def run_config(name, args):
     if device == "tpu":
         import torch_tpu
 
-        torch_tpu.set_eager_mode("DEFER_AND_FUSE" if name == "tpu_fused" else "DEFER_NEVER")
+        fused = name in ("tpu_fused", "tpu_compiled_fused")
+        torch_tpu.set_eager_mode("DEFER_AND_FUSE" if fused else "DEFER_NEVER")
+    compiled = name.startswith("tpu_compiled")
     model = build(args).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=(name == "tpu_compiled"))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=compiled)
     g = torch.Generator().manual_seed(1)
     data = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=g).to(device)
     x, y = data[:, :-1], data[:, 1:]
@@ -63,7 +69,7 @@ def run_config(name, args):
 
     if name == "cpu_inductor":
         train_step, infer = torch.compile(train_step), torch.compile(infer)
-    elif name == "tpu_compiled":
+    elif compiled:
         train_step = torch.compile(train_step, backend="tpu")
         infer = torch.compile(infer, backend="tpu")
 
@@ -97,14 +103,21 @@ def run_config(name, args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--smoke", action="store_true")
+    p.add_argument("--large", action="store_true",
+                   help="4 layers, d_model 512, sequence 256, batch 8 (compute-bound)")
     p.add_argument("--config", help=argparse.SUPPRESS)
     p.add_argument("--configs", default=",".join(CONFIGS),
                    help="comma-separated subset of " + ", ".join(CONFIGS))
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "compile_gpt"))
     args = p.parse_args()
-    size = dict(vocab=64, dim=32, layers=1, heads=2, seq=16, batch=2, warmup=1, windows=1, steps=2) \
-        if args.smoke else dict(vocab=256, dim=128, layers=2, heads=4, seq=64, batch=8, warmup=3,
-                                windows=5, steps=5)
+    if args.smoke:
+        size = dict(vocab=64, dim=32, layers=1, heads=2, seq=16, batch=2, warmup=1, windows=1, steps=2)
+    elif args.large:
+        size = dict(vocab=256, dim=512, layers=4, heads=8, seq=256, batch=8, warmup=1, windows=3,
+                    steps=2)
+    else:
+        size = dict(vocab=256, dim=128, layers=2, heads=4, seq=64, batch=8, warmup=3, windows=5,
+                    steps=5)
     for k, v in size.items():
         setattr(args, k, v)
     if args.config:
@@ -114,7 +127,8 @@ def main():
     results = {}
     for name in args.configs.split(","):
         base_name, _, variant = name.partition("+")
-        cmd = [sys.executable, __file__, "--config", base_name] + (["--smoke"] if args.smoke else [])
+        cmd = [sys.executable, __file__, "--config", base_name] + (["--smoke"] if args.smoke else []) + \
+            (["--large"] if args.large else [])
         run_env = dict(env, TORCH_TPU_BF16_DOTS="0") if variant == "f32dots" else env
         proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env)
         if proc.returncode != 0:
@@ -140,7 +154,7 @@ def main():
     table = "\n".join(lines)
     print(table)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    suffix = "_smoke" if args.smoke else ""
+    suffix = "_smoke" if args.smoke else "_large" if args.large else ""
     with open(args.out + suffix + ".json", "w") as f:
         json.dump({"size": size, "results": results, "load": open("/proc/loadavg").read().split()[:3]},
                   f, indent=1)
