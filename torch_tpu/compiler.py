@@ -193,6 +193,16 @@ class _GraphRunner:
             _warn_once((self.name, why), f"torch_tpu: graph {self.name} runs eagerly: {why}")
             self.eager_keys.add(key)
         else:
+            # Fused Eager records a replay into the thread's recording (one
+            # program with the eager ops around it) for training graphs, and
+            # for no_grad ones (the optimizer's update) only after a training
+            # graph of the same recording; inference and bucketed graphs
+            # launch alone: their eager surroundings change shape from call
+            # to call (each generated token, each length), and each new
+            # combination would compile the whole graph again.
+            trains = self.name.startswith(("forward", "backward"))
+            graph.set_fusion("never" if self.bucket_of_key is not None else
+                             "train" if trains else "follow")
             entries.append((graph, template, _C.GraphReplay(graph, template)))
             with _lock:
                 _graphs.append((self.name, graph.text))

@@ -74,6 +74,9 @@ std::string flushes_since(const engine::Metrics::FlushCounts& before,
 
 std::atomic<bool> g_break_next{false};
 std::atomic<uint64_t> g_graphs{0};
+// The recording (Engine::recording_epoch) of this thread that holds a
+// training graph's call, if any.
+thread_local uint64_t t_training_recording = 0;
 
 // A replay recorded into a Fused Eager recording: a call of the graph's
 // program, lowered only when the recording's trace is not in the cache, so
@@ -142,6 +145,7 @@ struct CapturedGraph::Impl {
   // first such replay; `unfusable` when it cannot be, then it launches).
   hlo::KernelPtr kernel;
   bool unfusable = false;
+  Fusion fusion = Fusion::kNever;
   // Set once; by the background worker for a compile in the background.
   mutable std::mutex mu;
   pjrt::ExecutablePtr exe;
@@ -385,9 +389,11 @@ bool CapturedGraph::record_call(const std::vector<at::Tensor>& inputs,
                                 std::vector<engine::ValuePtr>* values) const {
   auto& e = engine::Engine::get();
   if (e.mode() != engine::Mode::kDeferAndFuse) return false;
+  Fusion fusion;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    if (impl_->unfusable) return false;
+    fusion = impl_->fusion;
+    if (impl_->unfusable || fusion == Fusion::kNever) return false;
     if (!impl_->kernel) {
       try {
         impl_->kernel = hlo::Kernel::parse(impl_->text);
@@ -402,6 +408,10 @@ bool CapturedGraph::record_call(const std::vector<at::Tensor>& inputs,
   auto guard = e.lock();
   if (e.mode() != engine::Mode::kDeferAndFuse) return false;
   e.begin(impl_->device);
+  if (fusion == Fusion::kTrain)
+    t_training_recording = e.recording_epoch();
+  else if (t_training_recording != e.recording_epoch())
+    return false;  // kFollow without a training graph in the recording: launched alone
   std::vector<engine::ValuePtr> ins;
   ins.reserve(impl_->source.size());
   for (size_t i = 0; i < impl_->source.size(); ++i) {
@@ -435,6 +445,11 @@ bool CapturedGraph::record_call(const std::vector<at::Tensor>& inputs,
 }
 
 const std::string& CapturedGraph::text() const { return impl_->text; }
+
+void CapturedGraph::set_fusion(Fusion fusion) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->fusion = fusion;
+}
 
 std::string CapturedGraph::status() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -44,6 +44,16 @@ class CapturedGraph {
   // ready, else nullopt.
   std::optional<std::vector<at::Tensor>> try_run(const std::vector<at::Tensor>& inputs) const;
   const std::string& text() const;
+  // How a replay in Fused Eager relates to the thread's recording:
+  // kTrain joins it (a training graph, forward with grad or backward: its
+  // surroundings repeat every step); kFollow joins it only when it holds a
+  // training graph's call already (the optimizer's no_grad update of that
+  // step), else launches alone, as kNever always does (inference graphs,
+  // whose eager surroundings change with every generated token, and bucketed
+  // graphs, whose padding does: joining them would compile the graph again
+  // inside each new program).
+  enum class Fusion { kNever, kFollow, kTrain };
+  void set_fusion(Fusion fusion);
 
   struct Impl;
   explicit CapturedGraph(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}

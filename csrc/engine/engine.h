@@ -208,6 +208,8 @@ class Engine {
   ValuePtr placeholder(const hlo::TensorType& type, uint32_t* index);
   // Appends an op whose key covers its lowering's inputs and their bindings.
   void defer(DeferredPtr op, uint64_t key);
+  // Identifies the current recording (after begin): renewed at every flush.
+  uint64_t recording_epoch() const { return r_->epoch; }
   // For DeferredOp::lower: the node of an input; a result's node.
   hlo::Value trace_input(TraceRef ref);
   void set_trace_result(uint32_t index, hlo::Value node);

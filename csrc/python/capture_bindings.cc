@@ -105,7 +105,13 @@ void bind_capture(py::module& m) {
       .def("try_run", &CapturedGraph::try_run)
       .def_property_readonly("status", &CapturedGraph::status)
       .def_property_readonly("error", &CapturedGraph::error)
-      .def_property_readonly("text", &CapturedGraph::text);
+      .def_property_readonly("text", &CapturedGraph::text)
+      .def("set_fusion", [](CapturedGraph& g, const std::string& fusion) {
+        using F = CapturedGraph::Fusion;
+        TORCH_CHECK_VALUE(fusion == "never" || fusion == "follow" || fusion == "train",
+                          "graph fusion is 'never', 'follow' or 'train', not '", fusion, "'");
+        g.set_fusion(fusion == "train" ? F::kTrain : fusion == "follow" ? F::kFollow : F::kNever);
+      });
   py::class_<GraphReplay>(m, "GraphReplay")
       .def(py::init<std::shared_ptr<CapturedGraph>, const py::list&>())
       .def("__call__", &GraphReplay::operator());

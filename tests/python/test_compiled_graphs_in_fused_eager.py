@@ -3,6 +3,8 @@ recorded into the thread's recording as one call of its program instead of
 being launched, so a compiled training step's forward, backward and
 optimizer graphs and the eager ops between them run as one program. Results
 equal the same steps with each graph launched on its own (Strict) and CPU."""
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -18,6 +20,7 @@ FUSED = "DEFER_AND_FUSE"
 @pytest.fixture(autouse=True)
 def fresh_dynamo(highest_precision):
     torch._dynamo.reset()
+    globals().pop("_train_graph", None)
     yield
     torch._dynamo.reset()
 
@@ -84,22 +87,63 @@ def test_compiled_training_step_is_one_program_and_trains_like_strict_and_cpu(ki
         assert_same(p.detach(), q.detach().cpu(), atol=1e-6, rtol=1e-6)
 
 
-def test_graph_between_eager_ops_joins_their_program():
-    # The graph's input is pending in the recording and its output feeds an
-    # eager op: nothing is flushed for the graph, one program runs them all.
-    f = torch.compile(lambda a, b: torch.tanh(a @ b) + 1, backend="tpu")
-    a, b = torch.randn(4, 8), torch.randn(8, 3)
-    expected = (torch.tanh((a * 2) @ b) + 1).sum(0)
-    ta, tb = a.to("tpu"), b.to("tpu")
+def test_training_graph_between_eager_ops_joins_their_program():
+    # The forward graph's input is pending in the recording and its output
+    # feeds eager ops and the backward graph: nothing is flushed for the
+    # graphs, one program runs them all.
+    lin = nn.Linear(8, 3)
+    f = torch.compile(lambda m, a: torch.tanh(m(a)) + 1, backend="tpu")
+    a = torch.randn(4, 8)
+    expected = (torch.tanh(lin(a * 2)) + 1).sum()
+    expected.backward()
+    tlin, ta = copy.deepcopy(lin).to("tpu"), a.to("tpu")
     with torch_tpu.eager_mode(FUSED):
         for call in range(4):
+            tlin.zero_grad()
             torch.tpu.synchronize()
             before, flushes = executions(), torch_tpu.metrics().get("flush_graph_input", 0)
-            out = f(ta * 2, tb).sum(0)
-            assert_same(out, expected, atol=1e-5, rtol=1e-5)
-            if call >= 2:  # after the capture and the first recorded call
+            out = f(tlin, ta * 2).sum()
+            out.backward()
+            assert_same(out, expected.detach(), atol=1e-5, rtol=1e-5)
+            assert_same(tlin.weight.grad, lin.weight.grad, atol=1e-5, rtol=1e-5)
+            if call >= 2:  # after the captures and the first recorded call
                 assert executions() - before == 1
             assert torch_tpu.metrics().get("flush_graph_input", 0) == flushes
+
+
+def test_inference_graph_launches_alone():
+    # A no_grad graph (a decode step) keeps its own program: the eager ops
+    # around it change shape from call to call (a growing token list), and a
+    # program joining them would compile the graph again for each.
+    def step(a):
+        return a.sin() * 3
+
+    f = torch.compile(step, backend="tpu")
+    start = torch.randn(6)
+    a, expected = start, torch.zeros(1, dtype=torch.long)
+    for _ in range(5):
+        a = step(a)
+        expected = torch.cat([expected, a.argmax().reshape(1)])
+    a, tokens = start.to("tpu"), torch.zeros(1, dtype=torch.long).to("tpu")
+    with torch_tpu.eager_mode(FUSED), torch.no_grad():
+        for call in range(5):
+            torch.tpu.synchronize()
+            before = executions()
+            a = f(a)
+            if call >= 2:
+                assert executions() - before == 1  # launched at the call
+            tokens = torch.cat([tokens, a.argmax().reshape(1)])
+    assert_same(tokens, expected)
+
+
+def training_call():
+    """Records a training graph's call: a no_grad graph after it joins the
+    same recording (as an optimizer's update does)."""
+    global _train_graph, _weight
+    if "_train_graph" not in globals():
+        _train_graph = torch.compile(lambda w: (w * w).sum(), backend="tpu")
+        _weight = torch.randn(3).to("tpu").requires_grad_()
+    return _train_graph(_weight)
 
 
 def test_graph_that_updates_its_input_in_place():
@@ -111,8 +155,12 @@ def test_graph_that_updates_its_input_in_place():
     x, y = torch.randn(5), torch.randn(5)
     tx, ty = x.to("tpu"), y.to("tpu")
     with torch_tpu.eager_mode(FUSED):
-        for _ in range(4):
+        for call in range(4):
+            training_call()
+            before = executions()
             out = compiled(tx, ty)
+            if call >= 2:
+                assert executions() == before  # recorded, not launched
             expected = f(x, y)
             tx.add_(1)  # an eager write after the graph's, in the same recording
             x.add_(1)
@@ -129,9 +177,13 @@ def test_constant_outputs_stay_each_calls_own():
     compiled = torch.compile(f, backend="tpu")
     with torch_tpu.eager_mode(FUSED):
         results = []
-        for _ in range(3):
+        for call in range(3):
             x = torch.randn(5)
+            training_call()
+            before = executions()
             out = compiled(x.to("tpu"))
+            if call >= 2:
+                assert executions() == before  # recorded, not launched
             assert_same(list(out), list(f(x)))
             results.append(out)
         results[0][1].add_(1)  # in place on one call's output: the others keep theirs
