@@ -199,10 +199,12 @@ class _GraphRunner:
             # graph of the same recording; inference and bucketed graphs
             # launch alone: their eager surroundings change shape from call
             # to call (each generated token, each length), and each new
-            # combination would compile the whole graph again.
+            # combination would compile the whole graph again. So do graphs
+            # compiled in the background: the program joining them would be
+            # compiled at the call, the stall async_compile is there to avoid.
             trains = self.name.startswith(("forward", "backward"))
-            graph.set_fusion("never" if self.bucket_of_key is not None else
-                             "train" if trains else "follow")
+            alone = self.bucket_of_key is not None or self.in_background
+            graph.set_fusion("never" if alone else "train" if trains else "follow")
             entries.append((graph, template, _C.GraphReplay(graph, template)))
             with _lock:
                 _graphs.append((self.name, graph.text))

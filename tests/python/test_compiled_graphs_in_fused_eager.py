@@ -193,6 +193,25 @@ def test_constant_outputs_stay_each_calls_own():
         assert_same(list(compiled(x.to("tpu"))), list(f(x)))
 
 
+def test_graphs_compiled_in_the_background_launch_alone():
+    # A program joining an async_compile graph would compile at the call:
+    # the stall the option avoids. Its replays keep their own program.
+    lin = nn.Linear(4, 2).to("tpu")
+    f = torch.compile(lambda m, a: m(a).relu().sum(), backend="tpu",
+                      options={"async_compile": True})
+    a = torch.randn(3, 4).to("tpu")
+    with torch_tpu.eager_mode(FUSED):
+        for call in range(4):
+            torch_tpu._C._drain_background_compiles()
+            torch.tpu.synchronize()
+            before = executions()
+            loss = f(lin, a * 1)
+            if call >= 2:  # ready: replayed, and launched at the call
+                assert executions() - before >= 1
+            loss.backward()
+    assert torch_tpu.compiler.compile_metrics().get("async_compiles", 0) >= 1
+
+
 def test_strict_replays_still_launch_at_the_call():
     f = torch.compile(lambda a: a.sin() * 3, backend="tpu")
     a = torch.randn(6).to("tpu")
