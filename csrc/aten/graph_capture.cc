@@ -144,6 +144,7 @@ struct CapturedGraph::Impl {
   // The program as a function a Fused Eager recording calls (parsed at the
   // first such replay; `unfusable` when it cannot be, then it launches).
   hlo::KernelPtr kernel;
+  uint64_t call_key = 0;  // its GraphCall's key before the inputs' bindings
   bool unfusable = false;
   Fusion fusion = Fusion::kNever;
   // Set once; by the background worker for a compile in the background.
@@ -397,6 +398,7 @@ bool CapturedGraph::record_call(const std::vector<at::Tensor>& inputs,
     if (!impl_->kernel) {
       try {
         impl_->kernel = hlo::Kernel::parse(impl_->text);
+        impl_->call_key = engine::mix(0x6772617068ull, std::hash<std::string>{}(impl_->kernel->entry));
       } catch (const hlo::TypeError&) {
         impl_->unfusable = true;  // launched on its own, as in the other modes
         return false;
@@ -421,7 +423,7 @@ bool CapturedGraph::record_call(const std::vector<at::Tensor>& inputs,
   if (e.deferring()) {
     auto call = std::make_unique<GraphCall>();
     call->kernel = kernel;
-    uint64_t key = engine::mix(0x6772617068ull, std::hash<std::string>{}(kernel->entry));
+    uint64_t key = impl_->call_key;
     for (size_t i = 0; i < ins.size(); ++i) {
       engine::TraceRef r = ins[i] ? e.trace_ref(ins[i])
                                   : e.trace_constant(impl_->constants[i], kernel->parameters[i]);
