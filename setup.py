@@ -64,5 +64,7 @@ setup(
     entry_points={
         "torch.backends": ["tpu = torch_tpu:_autoload"],
         "torch_dynamo_backends": ["tpu = torch_tpu.compiler:tpu_backend"],
+        # vLLM finds the tpu platform here (torch_tpu/vllm).
+        "vllm.platform_plugins": ["tpu = torch_tpu.vllm:register"],
     },
 )

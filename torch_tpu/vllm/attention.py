@@ -1,0 +1,173 @@
+"""Paged attention for vLLM on `tpu`, written with PyTorch ops that the tpu
+lowerings serve (index_copy_, index_select, scaled_dot_product_attention).
+
+Each layer's KV cache is one tensor of shape
+`[num_blocks, block_size, num_kv_heads, 2 * head_size]` (keys in the first
+half of the last dimension, values in the second), so a slot
+`block * block_size + offset` is one row of its `[num_slots, heads, 2 * d]`
+view: writing a step's keys and values is one `index_copy_`.
+
+A step's attention runs over the whole batch at once. Its requests are laid
+out as a padded batch `[R, Q, ...]` (R requests, Q query tokens each) and
+each request's context is gathered from the cache through its block table
+(`[R, M * block_size, ...]` for M blocks); a mask allows a query the keys at
+or before its position. R, Q and M are rounded up to powers of two, so a
+serving run sees a bounded set of shapes and its programs stay cached.
+"""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+from vllm.v1.attention.backend import (
+    AttentionBackend,
+    AttentionImpl,
+    AttentionMetadataBuilder,
+    AttentionType,
+    CommonAttentionMetadata,
+)
+
+
+def _bucket(n: int) -> int:
+    """The smallest power of two >= n (and >= 1)."""
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+@dataclass
+class TpuAttentionMetadata:
+    num_actual_tokens: int
+    slot_mapping: torch.Tensor     # [T] int64: the cache row each new token is written to
+    block_table: torch.Tensor      # [R', M] int64: R' = R rounded up, M blocks per request
+    query_index: torch.Tensor      # [R' * Q] int64: token of each padded query (0 for padding)
+    output_index: torch.Tensor     # [T] int64: padded-query row of each token
+    mask: torch.Tensor             # [R', 1, Q, M * block_size] bool: keys a query may see
+
+
+class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]):
+    def __init__(self, kv_cache_spec, layer_names, vllm_config, device):
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+        self.block_size = kv_cache_spec.block_size
+
+    def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
+              fast_build: bool = False) -> TpuAttentionMetadata:
+        m = common_attn_metadata
+        num_reqs, tokens = m.num_reqs, m.num_actual_tokens
+        starts = m.query_start_loc_cpu[: num_reqs + 1].numpy().astype(np.int64)
+        seq_lens = (m.seq_lens_cpu_upper_bound if m.seq_lens_cpu_upper_bound is not None
+                    else m.seq_lens.cpu())[:num_reqs].numpy().astype(np.int64)
+        query_lens = starts[1:] - starts[:-1]
+
+        R = _bucket(num_reqs)
+        Q = _bucket(int(query_lens.max(initial=1)))
+        M = _bucket(-(-int(seq_lens.max(initial=1)) // self.block_size))
+        context = M * self.block_size
+
+        # Padded query rows: row r * Q + i is token starts[r] + i.
+        i = np.arange(Q)
+        valid = np.zeros((R, Q), dtype=bool)
+        valid[:num_reqs] = i[None, :] < query_lens[:, None]
+        query_index = np.zeros((R, Q), dtype=np.int64)
+        query_index[:num_reqs] = starts[:-1, None] + i[None, :]
+        query_index = np.where(valid, query_index, 0)
+        rows = np.nonzero(valid.reshape(-1))[0]
+        output_index = rows[:tokens]
+
+        # Query i of request r sits at position seq_len - query_len + i and sees
+        # keys 0..position. Padding rows see key 0 only, so no row is empty.
+        position = np.zeros((R, Q), dtype=np.int64)
+        position[:num_reqs] = (seq_lens - query_lens)[:, None] + i[None, :]
+        position = np.where(valid, position, 0)
+        mask = np.arange(context)[None, None, :] <= position[:, :, None]
+
+        table = torch.zeros((R, M), dtype=torch.int64)
+        width = min(M, m.block_table_tensor.shape[1])
+        table[:num_reqs, :width] = m.block_table_tensor[:num_reqs, :width].cpu().to(torch.int64)
+
+        device = self.device
+        return TpuAttentionMetadata(
+            num_actual_tokens=tokens,
+            slot_mapping=m.slot_mapping[:tokens].to(torch.int64),
+            block_table=table.to(device),
+            query_index=torch.from_numpy(query_index.reshape(-1)).to(device),
+            output_index=torch.from_numpy(output_index).to(device),
+            mask=torch.from_numpy(mask[:, None]).to(device),
+        )
+
+
+class TpuAttentionImpl(AttentionImpl):
+    def __init__(self, num_heads: int, head_size: int, scale: float, num_kv_heads: int,
+                 alibi_slopes, sliding_window, kv_cache_dtype: str, logits_soft_cap=None,
+                 attn_type: str = AttentionType.DECODER, kv_sharing_target_layer_name=None,
+                 sinks=None) -> None:
+        unsupported = [name for name, bad in (
+            ("ALiBi slopes", alibi_slopes is not None),
+            ("a sliding window", sliding_window is not None),
+            ("logit soft-capping", bool(logits_soft_cap)),
+            ("attention sinks", sinks is not None),
+            (f"attention type {attn_type!r}", attn_type != AttentionType.DECODER),
+            (f"KV cache dtype {kv_cache_dtype!r}", kv_cache_dtype not in ("auto", None)),
+        ) if bad]
+        if unsupported:
+            raise NotImplementedError(
+                "torch_tpu's vLLM attention backend does not support " + ", ".join(unsupported)
+                + " yet; models with plain causal decoder attention run.")
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = float(scale)
+        self.num_kv_heads = num_kv_heads
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+
+    def forward(self, layer, query, key, value, kv_cache, attn_metadata, output,
+                output_scale=None, output_block_scale=None):
+        if output_scale is not None or output_block_scale is not None:
+            raise NotImplementedError("fused output quantization is not supported on tpu")
+        if attn_metadata is None:  # a profiling run without a cache
+            return output
+        m = attn_metadata
+        T = m.num_actual_tokens
+        d, h, hkv = self.head_size, self.num_heads, self.num_kv_heads
+        blocks, block_size = kv_cache.shape[0], kv_cache.shape[1]
+
+        # Write this step's keys and values into their slots.
+        slots = kv_cache.view(blocks * block_size, hkv, 2 * d)
+        if self.kv_sharing_target_layer_name is None:
+            new = torch.cat([key[:T].view(T, hkv, d), value[:T].view(T, hkv, d)], dim=-1)
+            slots.index_copy_(0, m.slot_mapping, new.to(kv_cache.dtype))
+
+        # Each request's context, gathered through its block table.
+        R, M = m.block_table.shape
+        Q = m.query_index.shape[0] // R
+        ctx = kv_cache.index_select(0, m.block_table.reshape(-1))
+        ctx = ctx.view(R, M * block_size, hkv, 2 * d).transpose(1, 2)  # [R, hkv, C, 2d]
+        k, v = ctx[..., :d], ctx[..., d:]
+        q = query[:T].view(T, h, d).index_select(0, m.query_index)
+        q = q.view(R, Q, h, d).transpose(1, 2)  # [R, h, Q, d]
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k.to(q.dtype), v.to(q.dtype), attn_mask=m.mask, scale=self.scale,
+            enable_gqa=h != hkv)
+        out = out.transpose(1, 2).reshape(R * Q, h * d).index_select(0, m.output_index)
+        output[:T].view(T, h * d).copy_(out)
+        return output
+
+
+class TpuAttentionBackend(AttentionBackend):
+    forward_includes_kv_cache_update: bool = True
+    accept_output_buffer: bool = True
+    supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float32, torch.bfloat16, torch.float16]
+    supported_kv_cache_dtypes: ClassVar[list] = ["auto"]
+
+    @staticmethod
+    def get_name() -> str:
+        return "TPU_TORCH"
+
+    @staticmethod
+    def get_impl_cls():
+        return TpuAttentionImpl
+
+    @staticmethod
+    def get_builder_cls():
+        return TpuAttentionMetadataBuilder
+
+    @classmethod
+    def supports_attn_type(cls, attn_type: str) -> bool:
+        return attn_type == AttentionType.DECODER
