@@ -54,6 +54,22 @@ PY="${PYTHON:-python3}"
 .venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0" "fbgemm-gpu-cpu==1.8.0" \
   "tensordict==0.15.3" "torchmetrics==1.0.3" "pyre-extensions==0.0.32" tqdm
 .venv/bin/pip install -q --disable-pip-version-check --no-deps "torchrec==1.9.2"
+# vllm: torch_tpu/vllm is its tpu platform plugin (tests/python/test_vllm.py serves a model through
+# it). `pip install --dry-run "torch==2.13.0" "vllm==0.32.0"` keeps the torch pin but asks
+# transformers<5.20 (we pin 5.24, which vLLM 0.32 runs with: the tests check tokens against it) and
+# about 100 packages for CUDA (nvidia-*, flashinfer, cutlass-dsl, tilelang, several GB) that no tpu
+# code path imports. So vllm without deps, and the runtime deps of its engine and OpenAI server as a
+# dry run resolved them beside our pins.
+.venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0" "transformers==5.24.0" \
+  anthropic==2.17.0 blake3==1.0.11 cachetools==8.0.3 cbor2==6.3.0 compressed-tensors==0.17.0 \
+  depyf==0.20.0 einops==0.8.2 "fastapi[standard]==0.136.3" ijson==3.6.0 lark==1.2.2 \
+  llguidance==1.7.6 lm-format-enforcer==0.11.3 mcp==2.3.0 mistral_common==1.13.1 msgspec==0.23.0 \
+  openai==3.63.0 oss-harmony==0.0.11 outlines_core==0.2.14 partial-json-parser==0.2.1.1.post7 \
+  pillow==13.0.0 prometheus_client==0.26.0 prometheus-fastapi-instrumentator==8.1.0 psutil \
+  py-cpuinfo==9.0.0 pybase64==1.5.1 python-json-logger==4.2.0 pyzmq==27.3.0 regex \
+  sentencepiece==0.2.3 setproctitle==1.3.8 tiktoken==0.14.0 uvicorn==0.55.0 watchfiles==1.3.0 \
+  xgrammar==0.2.8
+.venv/bin/pip install -q --disable-pip-version-check --no-deps "vllm==0.32.0"
 # ccache keys on the compile commands: with the checkout as its base
 # directory they name paths relative to it, so a fresh clone in another
 # folder (CI's) reuses the objects an earlier build of the same sources made.

@@ -9,6 +9,7 @@ fuses each step's ops into programs that stay cached), and there are no
 graphs to capture.
 """
 import contextlib
+import dataclasses
 import types
 
 import torch
@@ -17,6 +18,8 @@ from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 from vllm.v1.worker.worker_base import CompilationTimes
+
+from .attention import HOST_COPY, padded_tokens
 
 logger = init_logger(__name__)
 
@@ -61,6 +64,14 @@ def _compute_slot_mapping(self, num_reqs: int, query_start_loc: torch.Tensor,
     out[num_tokens:] = PAD_SLOT_ID
 
 
+def _device_table_with_host_copy(self, num_reqs: int) -> torch.Tensor:
+    """BlockTable.get_device_tensor, carrying the host rows it was copied from
+    so that the attention metadata is built without reading the device."""
+    table = self.block_table.gpu[:num_reqs]
+    setattr(table, HOST_COPY, self.block_table.cpu[:num_reqs])
+    return table
+
+
 class TpuModelRunner(GPUModelRunner):
     def __init__(self, vllm_config, device: torch.device):
         with _no_cuda_streams():
@@ -73,6 +84,15 @@ class TpuModelRunner(GPUModelRunner):
             if table.dcp_world_size != 1:
                 raise NotImplementedError("decode context parallelism is not supported on tpu")
             table.compute_slot_mapping = types.MethodType(_compute_slot_mapping, table)
+            table.get_device_tensor = types.MethodType(_device_table_with_host_copy, table)
+
+    def _determine_batch_execution_and_padding(self, num_tokens, *args, **kwargs):
+        """Pads each step's token count to a power of two (attention.py): the
+        step's programs are then compiled once per bucket, not per count."""
+        mode, batch, *rest = super()._determine_batch_execution_and_padding(
+            num_tokens, *args, **kwargs)
+        padded = padded_tokens(num_tokens, self.max_num_tokens)
+        return (mode, dataclasses.replace(batch, num_tokens=padded), *rest)
 
     def initialize_kv_cache(self, *args, **kwargs):
         super().initialize_kv_cache(*args, **kwargs)
