@@ -61,9 +61,11 @@ PY="${PYTHON:-python3}"
 # code path imports. So vllm without deps, and the runtime deps of its engine and OpenAI server as a
 # dry run resolved them beside our pins.
 .venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0" "transformers==5.24.0" \
-  anthropic==2.17.0 blake3==1.0.11 cachetools==8.0.3 cbor2==6.3.0 compressed-tensors==0.17.0 \
+  aiohttp==3.14.5 anthropic==2.17.0 blake3==1.0.11 cachetools==8.0.3 cbor2==6.3.0 cloudpickle==3.1.3 \
+  compressed-tensors==0.17.0 \
   depyf==0.20.0 einops==0.8.2 "fastapi[standard]==0.136.3" ijson==3.6.0 lark==1.2.2 \
-  llguidance==1.7.6 lm-format-enforcer==0.11.3 mcp==2.3.0 mistral_common==1.13.1 msgspec==0.23.0 \
+  llguidance==1.7.6 lm-format-enforcer==0.11.3 mcp==2.3.0 mistral_common==1.13.1 \
+  model-hosting-container-standards==0.1.16 msgspec==0.23.0 \
   openai==3.63.0 oss-harmony==0.0.11 outlines_core==0.2.14 partial-json-parser==0.2.1.1.post7 \
   pillow==13.0.0 prometheus_client==0.26.0 prometheus-fastapi-instrumentator==8.1.0 psutil \
   py-cpuinfo==9.0.0 pybase64==1.5.1 python-json-logger==4.2.0 pyzmq==27.3.0 regex \
