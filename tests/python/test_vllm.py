@@ -56,6 +56,11 @@ def test_batched_greedy_generation_equals_transformers_on_cpu(cases):
     assert cases["batch"] == cases["reference"]
 
 
+def test_the_worker_runs_fused_eager_and_strict_gives_the_same_tokens(cases):
+    assert cases["mode"] == "DEFER_AND_FUSE"
+    assert cases["strict"] == cases["reference"]
+
+
 def test_requests_joining_a_running_batch_get_the_same_tokens(cases):
     assert cases["continuous"] == cases["reference"]
 

@@ -10,6 +10,8 @@ Writes a JSON object whose entries test_vllm.py checks against CPU:
   after_error      a generate() after that error
   attention        max |paged attention - dense SDPA| on random data
   compiles         programs compiled during the run, and in its last phase
+  mode             the eager mode the platform's worker chose (Fused Eager)
+  strict           LLM.generate again after switching to Strict Eager
 """
 import json
 import sys
@@ -101,6 +103,7 @@ def compiles():
 
 
 def main(model_dir, out_path):
+    import torch_tpu
     from vllm import LLM, SamplingParams
 
     result = {"reference": reference(model_dir)}
@@ -140,6 +143,9 @@ def main(model_dir, out_path):
     before = compiles()
     result["after_error"] = [o.outputs[0].token_ids for o in llm.generate(prompts, greedy)]
     result["compiles"] = {"total": compiles(), "last_phase": compiles() - before}
+    result["mode"] = torch_tpu.get_eager_mode().name
+    torch_tpu.set_eager_mode("DEFER_NEVER")  # the same engine in Strict Eager
+    result["strict"] = [o.outputs[0].token_ids for o in llm.generate(prompts, greedy)]
     from vllm.platforms import current_platform
 
     result["platform"] = type(current_platform).__name__

@@ -9,10 +9,12 @@ fuses each step's ops into programs that stay cached), and there are no
 graphs to capture.
 """
 import contextlib
+import os
 import dataclasses
 import types
 
 import torch
+import torch_tpu
 from vllm.logger import init_logger
 from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
@@ -22,6 +24,10 @@ from vllm.v1.worker.worker_base import CompilationTimes
 from .attention import HOST_COPY, padded_tokens
 
 logger = init_logger(__name__)
+
+# Variables by which a user picks the eager mode (torch_tpu/modes.py); with
+# none set the worker runs Fused Eager.
+MODE_VARIABLES = ("TORCH_TPU_DEFER_AND_FUSE", "TPU_LAUNCH_BLOCKING", "TORCH_TPU_LAUNCH_BLOCKING")
 
 
 class _NoStream:
@@ -145,6 +151,10 @@ class TpuWorker(Worker):
     def init_device(self):
         self.device = torch.device("tpu", self.local_rank)
         torch.tpu.set_device(self.device)
+        # Fused Eager unless the environment chose a mode: a step's ops become
+        # one program per step shape (benchmarks/vllm_serve.py: 1.2-1.4x Strict).
+        if not any(v in os.environ for v in MODE_VARIABLES):
+            torch_tpu.set_eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE)
         init_worker_distributed_environment(
             self.vllm_config, self.rank, self.distributed_init_method, self.local_rank,
             "gloo")
