@@ -37,15 +37,25 @@ def model_dir(tmp_path_factory):
     return write_tiny_llama(str(tmp_path_factory.mktemp("tiny_llama")))
 
 
-@pytest.fixture(scope="module")
-def cases(model_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("vllm") / "cases.json"
+def _run_cases(model_dir, out, *flags):
     proc = subprocess.run(
-        [sys.executable, os.path.join(HERE, "vllm_cases.py"), model_dir, str(out)],
+        [sys.executable, os.path.join(HERE, "vllm_cases.py"), model_dir, str(out), *flags],
         env=_env(VLLM_ENABLE_V1_MULTIPROCESSING="0"), capture_output=True, text=True,
         timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def cases(model_dir, tmp_path_factory):
+    return _run_cases(model_dir, tmp_path_factory.mktemp("vllm") / "cases.json")
+
+
+def test_sliding_window_model_equals_transformers_on_cpu(tmp_path):
+    """A Mistral checkpoint whose 8-key window is shorter than its prompts."""
+    model = write_tiny_llama(str(tmp_path / "mistral"), sliding_window=8)
+    result = _run_cases(model, tmp_path / "cases.json", "--only-batch")
+    assert result["batch"] == result["reference"]
 
 
 def test_vllm_selects_the_tpu_platform(cases):
@@ -72,8 +82,9 @@ def test_prompt_longer_than_the_context_is_vllms_error_and_the_engine_stays_up(c
     assert cases["after_error"] == cases["reference"]
 
 
-def test_paged_attention_equals_dense_causal_sdpa(cases):
-    attention, cache = cases["attention"]
+@pytest.mark.parametrize("case", ["attention", "attention_window"])
+def test_paged_attention_equals_dense_causal_sdpa(cases, case):
+    attention, cache = cases[case]
     assert attention < 1e-5
     assert cache == 0.0
 

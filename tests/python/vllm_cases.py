@@ -1,6 +1,6 @@
 """vLLM on tpu, run in a process of its own (vLLM sets process-wide state):
 
-    python vllm_cases.py MODEL_DIR OUT_JSON
+    python vllm_cases.py MODEL_DIR OUT_JSON [--only-batch]
 
 Writes a JSON object whose entries test_vllm.py checks against CPU:
   reference        greedy tokens of transformers' generate() on CPU, float32
@@ -9,6 +9,7 @@ Writes a JSON object whose entries test_vllm.py checks against CPU:
   too_long         the error a prompt longer than max_model_len raises
   after_error      a generate() after that error
   attention        max |paged attention - dense SDPA| on random data
+  attention_window the same with a sliding window of 7 keys
   compiles         programs compiled during the run, and in its last phase
   mode             the eager mode the platform's worker chose (Fused Eager)
   strict           LLM.generate again after switching to Strict Eager
@@ -32,7 +33,8 @@ PROMPTS = [  # token ids of different lengths (3 .. 33)
 def reference(model_dir):
     import transformers
 
-    model = transformers.LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
     out = []
     for p in PROMPTS:
         ids = model.generate(torch.tensor([p]), max_new_tokens=MAX_TOKENS, do_sample=False,
@@ -41,10 +43,10 @@ def reference(model_dir):
     return out
 
 
-def attention_error():
+def attention_error(window=None):
     """The paged attention against dense causal SDPA on CPU: 3 requests with
     contexts of 5, 21 and 40 tokens, of which the last 5, 1 and 3 are new,
-    their blocks scattered through the cache."""
+    their blocks scattered through the cache; `window`: a sliding window."""
     from torch_tpu.vllm.attention import TpuAttentionImpl, build_metadata
 
     g = torch.Generator().manual_seed(0)
@@ -72,7 +74,7 @@ def attention_error():
     q[:starts[-1]] = torch.cat(q_all)
     k[:starts[-1]] = torch.cat([k_all[r][-n:] for r, n in enumerate(query_lens)])
     v[:starts[-1]] = torch.cat([v_all[r][-n:] for r, n in enumerate(query_lens)])
-    impl = TpuAttentionImpl(h, d, d ** -0.5, hkv, None, None, "auto")
+    impl = TpuAttentionImpl(h, d, d ** -0.5, hkv, None, window, "auto")
     out = torch.zeros(n_pad, h * d).to("tpu")
     kv = cache.to("tpu")
     impl.forward(None, q.to("tpu"), k.to("tpu"), v.to("tpu"), kv, meta, out)
@@ -84,7 +86,10 @@ def attention_error():
         vv = v_all[r].repeat_interleave(h // hkv, 1).transpose(0, 1)
         qq = q_all[r].transpose(0, 1)  # [h, n, d]
         pos = torch.arange(seq_lens[r] - n, seq_lens[r])
-        mask = torch.arange(seq_lens[r])[None, :] <= pos[:, None]
+        key = torch.arange(seq_lens[r])[None, :]
+        mask = key <= pos[:, None]
+        if window is not None:
+            mask &= key > pos[:, None] - window
         ref = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, attn_mask=mask)
         ref = ref.transpose(0, 1).reshape(n, h * d)
         worst = max(worst, (out[starts[r]:starts[r + 1]] - ref).abs().max().item())
@@ -102,19 +107,24 @@ def compiles():
     return int(torch_tpu.metrics().get("compiles", 0))
 
 
-def main(model_dir, out_path):
+def main(model_dir, out_path, only_batch=False):
     import torch_tpu
     from vllm import LLM, SamplingParams
 
     result = {"reference": reference(model_dir)}
     torch.set_float32_matmul_precision("highest")  # f32 dots, as the CPU reference
     result["attention"] = attention_error()
+    result["attention_window"] = attention_error(window=7)
 
     llm = LLM(model=model_dir, dtype="float32", max_model_len=128, max_num_seqs=8,
               max_num_batched_tokens=128, kv_cache_memory_bytes=8 << 20, seed=0)
     greedy = SamplingParams(max_tokens=MAX_TOKENS, temperature=0, ignore_eos=True)
     prompts = [{"prompt_token_ids": p} for p in PROMPTS]
     result["batch"] = [o.outputs[0].token_ids for o in llm.generate(prompts, greedy)]
+    if only_batch:
+        with open(out_path, "w") as f:
+            json.dump(result, f)
+        return
 
     # Continuous batching: two requests start, three join while they decode.
     engine = llm.llm_engine
@@ -154,4 +164,4 @@ def main(model_dir, out_path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], only_batch="--only-batch" in sys.argv[3:])

@@ -55,6 +55,7 @@ class TpuAttentionMetadata:
     query_index: torch.Tensor      # [R' * Q] int64: token of each padded query (0 for padding)
     output_index: torch.Tensor     # [N] int64: padded-query row of each token
     mask: torch.Tensor             # [R', 1, Q, M * block_size] bool: keys a query may see
+    query_position: torch.Tensor   # [R', 1, Q, 1] int64: each padded query's position
 
 
 def build_metadata(query_start_loc: np.ndarray, seq_lens: np.ndarray, block_table: torch.Tensor,
@@ -107,7 +108,7 @@ def build_metadata(query_start_loc: np.ndarray, seq_lens: np.ndarray, block_tabl
     return TpuAttentionMetadata(
         num_actual_tokens=tokens, slot_mapping=put(slots), block_table=put(table),
         query_index=put(query_index.reshape(-1)), output_index=put(output_index),
-        mask=put(mask[:, None]))
+        mask=put(mask[:, None]), query_position=put(position[:, None, :, None]))
 
 
 class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]):
@@ -136,7 +137,6 @@ class TpuAttentionImpl(AttentionImpl):
                  sinks=None) -> None:
         unsupported = [name for name, bad in (
             ("ALiBi slopes", alibi_slopes is not None),
-            ("a sliding window", sliding_window is not None),
             ("logit soft-capping", bool(logits_soft_cap)),
             ("attention sinks", sinks is not None),
             (f"attention type {attn_type!r}", attn_type != AttentionType.DECODER),
@@ -150,6 +150,8 @@ class TpuAttentionImpl(AttentionImpl):
         self.head_size = head_size
         self.scale = float(scale)
         self.num_kv_heads = num_kv_heads
+        # A query at position p sees the keys at p - sliding_window + 1 .. p.
+        self.sliding_window = sliding_window
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
 
     def forward(self, layer, query, key, value, kv_cache, attn_metadata, output,
@@ -180,8 +182,12 @@ class TpuAttentionImpl(AttentionImpl):
         k, v = ctx[..., :d], ctx[..., d:]
         q = query.view(N, h, d).index_select(0, m.query_index)
         q = q.view(R, Q, h, d).transpose(1, 2)  # [R, h, Q, d]
+        mask = m.mask
+        if self.sliding_window is not None:
+            key_position = torch.arange(mask.shape[-1], device=mask.device)
+            mask = mask & (key_position > m.query_position - self.sliding_window)
         out = torch.nn.functional.scaled_dot_product_attention(
-            q, k.to(q.dtype), v.to(q.dtype), attn_mask=m.mask, scale=self.scale,
+            q, k.to(q.dtype), v.to(q.dtype), attn_mask=mask, scale=self.scale,
             enable_gqa=h != hkv)
         out = out.transpose(1, 2).reshape(R * Q, h * d).index_select(0, m.output_index)
         output.view(N, h * d).copy_(out)
@@ -205,6 +211,10 @@ class TpuAttentionBackend(AttentionBackend):
     @staticmethod
     def get_builder_cls():
         return TpuAttentionMetadataBuilder
+
+    @classmethod
+    def supports_sliding_window(cls) -> bool:
+        return True
 
     @classmethod
     def supports_attn_type(cls, attn_type: str) -> bool:

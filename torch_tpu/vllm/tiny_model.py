@@ -14,21 +14,28 @@ SPECIALS = ("<unk>", "<s>", "</s>")
 
 def write_tiny_llama(path: str, *, layers: int = 2, hidden: int = 64, heads: int = 4,
                      kv_heads: int = 2, intermediate: int = 128, vocab: int = 256,
-                     max_positions: int = 512, seed: int = 0) -> str:
-    """Writes the checkpoint into `path` (created) and returns it."""
+                     max_positions: int = 512, sliding_window: int | None = None,
+                     seed: int = 0) -> str:
+    """Writes the checkpoint into `path` (created) and returns it. With a
+    `sliding_window` it is a Mistral checkpoint whose attention sees that many
+    keys back."""
     import torch
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     os.makedirs(path, exist_ok=True)
-    config = transformers.LlamaConfig(
+    kind, extra = ((transformers.LlamaConfig, transformers.LlamaForCausalLM), {})
+    if sliding_window is not None:
+        kind = (transformers.MistralConfig, transformers.MistralForCausalLM)
+        extra = dict(sliding_window=sliding_window)
+    config = kind[0](
         vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate,
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
         max_position_embeddings=max_positions, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-        tie_word_embeddings=False)
+        tie_word_embeddings=False, **extra)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model = transformers.LlamaForCausalLM(config)
+        model = kind[1](config)
     model.save_pretrained(path, safe_serialization=True)
 
     words = list(SPECIALS) + [f"w{i}" for i in range(vocab - len(SPECIALS))]
