@@ -51,9 +51,11 @@ def cases(model_dir, tmp_path_factory):
     return _run_cases(model_dir, tmp_path_factory.mktemp("vllm") / "cases.json")
 
 
-def test_sliding_window_model_equals_transformers_on_cpu(tmp_path):
-    """A Mistral checkpoint whose 8-key window is shorter than its prompts."""
-    model = write_tiny_llama(str(tmp_path / "mistral"), sliding_window=8)
+@pytest.mark.parametrize("arch", ["mistral", "gemma2"])
+def test_windowed_and_soft_capped_models_equal_transformers_on_cpu(tmp_path, arch):
+    """Mistral: an 8-key sliding window, shorter than the prompts; Gemma 2:
+    soft-capped attention scores and logits, windowed and global layers."""
+    model = write_tiny_llama(str(tmp_path / arch), arch=arch)
     result = _run_cases(model, tmp_path / "cases.json", "--only-batch")
     assert result["batch"] == result["reference"]
 
@@ -82,7 +84,7 @@ def test_prompt_longer_than_the_context_is_vllms_error_and_the_engine_stays_up(c
     assert cases["after_error"] == cases["reference"]
 
 
-@pytest.mark.parametrize("case", ["attention", "attention_window"])
+@pytest.mark.parametrize("case", ["attention", "attention_window", "attention_soft_cap"])
 def test_paged_attention_equals_dense_causal_sdpa(cases, case):
     attention, cache = cases[case]
     assert attention < 1e-5

@@ -10,6 +10,7 @@ Writes a JSON object whose entries test_vllm.py checks against CPU:
   after_error      a generate() after that error
   attention        max |paged attention - dense SDPA| on random data
   attention_window the same with a sliding window of 7 keys
+  attention_soft_cap the same with scores soft-capped at 2
   compiles         programs compiled during the run, and in its last phase
   mode             the eager mode the platform's worker chose (Fused Eager)
   strict           LLM.generate again after switching to Strict Eager
@@ -43,10 +44,11 @@ def reference(model_dir):
     return out
 
 
-def attention_error(window=None):
+def attention_error(window=None, soft_cap=None):
     """The paged attention against dense causal SDPA on CPU: 3 requests with
     contexts of 5, 21 and 40 tokens, of which the last 5, 1 and 3 are new,
-    their blocks scattered through the cache; `window`: a sliding window."""
+    their blocks scattered through the cache; `window`: a sliding window;
+    `soft_cap`: scores soft-capped (cap * tanh(score / cap))."""
     from torch_tpu.vllm.attention import TpuAttentionImpl, build_metadata
 
     g = torch.Generator().manual_seed(0)
@@ -74,7 +76,7 @@ def attention_error(window=None):
     q[:starts[-1]] = torch.cat(q_all)
     k[:starts[-1]] = torch.cat([k_all[r][-n:] for r, n in enumerate(query_lens)])
     v[:starts[-1]] = torch.cat([v_all[r][-n:] for r, n in enumerate(query_lens)])
-    impl = TpuAttentionImpl(h, d, d ** -0.5, hkv, None, window, "auto")
+    impl = TpuAttentionImpl(h, d, d ** -0.5, hkv, None, window, "auto", logits_soft_cap=soft_cap)
     out = torch.zeros(n_pad, h * d).to("tpu")
     kv = cache.to("tpu")
     impl.forward(None, q.to("tpu"), k.to("tpu"), v.to("tpu"), kv, meta, out)
@@ -90,7 +92,10 @@ def attention_error(window=None):
         mask = key <= pos[:, None]
         if window is not None:
             mask &= key > pos[:, None] - window
-        ref = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, attn_mask=mask)
+        scores = qq @ kk.transpose(-1, -2) * d ** -0.5
+        if soft_cap is not None:
+            scores = soft_cap * torch.tanh(scores / soft_cap)
+        ref = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1) @ vv
         ref = ref.transpose(0, 1).reshape(n, h * d)
         worst = max(worst, (out[starts[r]:starts[r + 1]] - ref).abs().max().item())
     # The new keys and values are in their slots.
@@ -115,6 +120,7 @@ def main(model_dir, out_path, only_batch=False):
     torch.set_float32_matmul_precision("highest")  # f32 dots, as the CPU reference
     result["attention"] = attention_error()
     result["attention_window"] = attention_error(window=7)
+    result["attention_soft_cap"] = attention_error(soft_cap=2.0)
 
     llm = LLM(model=model_dir, dtype="float32", max_model_len=128, max_num_seqs=8,
               max_num_batched_tokens=128, kv_cache_memory_bytes=8 << 20, seed=0)

@@ -137,7 +137,6 @@ class TpuAttentionImpl(AttentionImpl):
                  sinks=None) -> None:
         unsupported = [name for name, bad in (
             ("ALiBi slopes", alibi_slopes is not None),
-            ("logit soft-capping", bool(logits_soft_cap)),
             ("attention sinks", sinks is not None),
             (f"attention type {attn_type!r}", attn_type != AttentionType.DECODER),
             (f"KV cache dtype {kv_cache_dtype!r}", kv_cache_dtype not in ("auto", None)),
@@ -152,6 +151,8 @@ class TpuAttentionImpl(AttentionImpl):
         self.num_kv_heads = num_kv_heads
         # A query at position p sees the keys at p - sliding_window + 1 .. p.
         self.sliding_window = sliding_window
+        # Scores become cap * tanh(score / cap) before the softmax (Gemma 2).
+        self.logits_soft_cap = logits_soft_cap or None
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
 
     def forward(self, layer, query, key, value, kv_cache, attn_metadata, output,
@@ -186,12 +187,26 @@ class TpuAttentionImpl(AttentionImpl):
         if self.sliding_window is not None:
             key_position = torch.arange(mask.shape[-1], device=mask.device)
             mask = mask & (key_position > m.query_position - self.sliding_window)
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q, k.to(q.dtype), v.to(q.dtype), attn_mask=mask, scale=self.scale,
-            enable_gqa=h != hkv)
+        k, v = k.to(q.dtype), v.to(q.dtype)
+        if self.logits_soft_cap is None:
+            out = torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, scale=self.scale, enable_gqa=h != hkv)
+        else:
+            out = _soft_capped_attention(q, k, v, mask, self.scale, self.logits_soft_cap)
         out = out.transpose(1, 2).reshape(R * Q, h * d).index_select(0, m.output_index)
         output.view(N, h * d).copy_(out)
         return output
+
+
+def _soft_capped_attention(q, k, v, mask, scale, cap):
+    """Attention whose scores are soft-capped: softmax(cap * tanh(q k^T * scale
+    / cap)) v, over q [R, h, Q, d] and k, v [R, hkv, C, d]."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    scores = torch.tanh(scores / cap) * cap
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
 class TpuAttentionBackend(AttentionBackend):

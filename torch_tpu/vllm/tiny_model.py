@@ -14,28 +14,35 @@ SPECIALS = ("<unk>", "<s>", "</s>")
 
 def write_tiny_llama(path: str, *, layers: int = 2, hidden: int = 64, heads: int = 4,
                      kv_heads: int = 2, intermediate: int = 128, vocab: int = 256,
-                     max_positions: int = 512, sliding_window: int | None = None,
-                     seed: int = 0) -> str:
-    """Writes the checkpoint into `path` (created) and returns it. With a
-    `sliding_window` it is a Mistral checkpoint whose attention sees that many
-    keys back."""
+                     max_positions: int = 512, arch: str = "llama", seed: int = 0) -> str:
+    """Writes the checkpoint into `path` (created) and returns it. `arch`:
+    "llama"; "mistral" (attention sees 8 keys back: a sliding window); or
+    "gemma2" (soft-capped attention and logits, every other layer windowed)."""
     import torch
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     os.makedirs(path, exist_ok=True)
-    kind, extra = ((transformers.LlamaConfig, transformers.LlamaForCausalLM), {})
-    if sliding_window is not None:
-        kind = (transformers.MistralConfig, transformers.MistralForCausalLM)
-        extra = dict(sliding_window=sliding_window)
-    config = kind[0](
+    kinds = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM,
+                  dict(tie_word_embeddings=False)),
+        "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM,
+                    dict(sliding_window=8, tie_word_embeddings=False)),
+        "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM,
+                   dict(sliding_window=8, attn_logit_softcapping=5.0, final_logit_softcapping=3.0,
+                        head_dim=hidden // heads, tie_word_embeddings=True)),
+    }
+    if arch not in kinds:
+        raise ValueError(f"arch must be one of {sorted(kinds)}, got {arch!r}")
+    config_cls, model_cls, extra = kinds[arch]
+    config = config_cls(
         vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate,
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
         max_position_embeddings=max_positions, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-        tie_word_embeddings=False, **extra)
+        **extra)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model = kind[1](config)
+        model = model_cls(config)
     model.save_pretrained(path, safe_serialization=True)
 
     words = list(SPECIALS) + [f"w{i}" for i in range(vocab - len(SPECIALS))]
