@@ -91,6 +91,12 @@ def test_paged_attention_equals_dense_causal_sdpa(cases, case):
     assert cache == 0.0
 
 
+def test_a_kv_cache_too_small_is_vllms_error_and_the_next_engine_starts(cases):
+    kind, message = cases["kv_too_small"]
+    assert kind == "ValueError" and "No available memory for the cache blocks" in message
+    assert cases["batch"] == cases["reference"]  # an engine built after it
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

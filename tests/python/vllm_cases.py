@@ -6,6 +6,7 @@ Writes a JSON object whose entries test_vllm.py checks against CPU:
   reference        greedy tokens of transformers' generate() on CPU, float32
   batch            LLM.generate over all prompts at once (greedy)
   continuous       requests added while others decode (LLMEngine.step)
+  kv_too_small     the error of an engine whose KV cache holds no request
   too_long         the error a prompt longer than max_model_len raises
   after_error      a generate() after that error
   attention        max |paged attention - dense SDPA| on random data
@@ -121,6 +122,14 @@ def main(model_dir, out_path, only_batch=False):
     result["attention"] = attention_error()
     result["attention_window"] = attention_error(window=7)
     result["attention_soft_cap"] = attention_error(soft_cap=2.0)
+
+    if not only_batch:
+        try:  # a KV cache too small for one request
+            LLM(model=model_dir, dtype="float32", max_model_len=128,
+                kv_cache_memory_bytes=4096, seed=0)
+            result["kv_too_small"] = None
+        except Exception as e:  # noqa: BLE001  (the test checks the type and text)
+            result["kv_too_small"] = [type(e).__name__, str(e)]
 
     llm = LLM(model=model_dir, dtype="float32", max_model_len=128, max_num_seqs=8,
               max_num_batched_tokens=128, kv_cache_memory_bytes=8 << 20, seed=0)
