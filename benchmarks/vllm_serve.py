@@ -190,8 +190,8 @@ def main():
           + common.table(["config", "first wave tok/s", "warm tok/s", "warm vs CPU",
                           "first wave TTFT ms", "warm TTFT ms", "compiles (first wave)",
                           "compiles (warm waves)", "tokens = first config"], rows))
-    common.write_results(args.out, "vllm_serve_smoke" if args.smoke else "vllm_serve",
-                         dict(size=size, configs=data), md)
+    common.write_results(args.out, "vllm_serve", dict(smoke=args.smoke, size=size, configs=data),
+                         md)
 
 
 def argparse_hidden():

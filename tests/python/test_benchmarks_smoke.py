@@ -27,6 +27,7 @@ SCRIPTS = {
     "kernels": ["results", "kernel_file"],
     "single_trace_trainer": ["rows"],
     "aot_warmup": ["rows"],
+    "vllm_serve": ["configs"],
 }
 
 
@@ -34,6 +35,8 @@ SCRIPTS = {
 def test_benchmark_smoke(name, tmp_path):
     if name == "kernels" and importlib.util.find_spec("jax") is None:
         pytest.skip("benchmarks/kernels.py authors its kernels with JAX (the pallas extra), not installed")
+    if name == "vllm_serve" and importlib.util.find_spec("vllm") is None:
+        pytest.skip("benchmarks/vllm_serve.py serves through vLLM, not installed")
     env = dict(os.environ, TORCH_TPU_DISK_CACHE="0",
                PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     script = os.path.join(ROOT, "benchmarks", name + ".py")

@@ -9,9 +9,10 @@ fuses each step's ops into programs that stay cached), and there are no
 graphs to capture.
 """
 import contextlib
-import os
 import dataclasses
+import os
 import types
+import warnings
 
 import torch
 import torch_tpu
@@ -155,6 +156,9 @@ class TpuWorker(Worker):
         # one program per step shape (benchmarks/vllm_serve.py: 1.2-1.4x Strict).
         if not any(v in os.environ for v in MODE_VARIABLES):
             torch_tpu.set_eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE)
+        # The step shapes vary over a bounded set of buckets by design; the
+        # recompilation warning's advice (mark_dynamic) does not apply here.
+        warnings.filterwarnings("ignore", message=r"torch_tpu: .* has compiled new programs")
         init_worker_distributed_environment(
             self.vllm_config, self.rank, self.distributed_init_method, self.local_rank,
             "gloo")
