@@ -97,6 +97,18 @@ def test_a_kv_cache_too_small_is_vllms_error_and_the_next_engine_starts(cases):
     assert cases["batch"] == cases["reference"]  # an engine built after it
 
 
+def test_a_quantization_not_served_on_tpu_is_refused_at_engine_start(cases):
+    is_value_error, message = cases["quantized"]  # vLLM's config validation wraps it
+    assert is_value_error and "fp8 quantization is not supported on tpu" in message
+
+
+def test_a_model_whose_attention_is_not_served_is_refused_clearly(tmp_path):
+    model = write_tiny_llama(str(tmp_path / "bloom"), arch="bloom")
+    result = _run_cases(model, tmp_path / "cases.json", "--unsupported")
+    kind, message = result["unsupported"]
+    assert kind == "NotImplementedError" and "ALiBi" in message
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,11 +1,12 @@
 """vLLM on tpu, run in a process of its own (vLLM sets process-wide state):
 
-    python vllm_cases.py MODEL_DIR OUT_JSON [--only-batch]
+    python vllm_cases.py MODEL_DIR OUT_JSON [--only-batch | --unsupported]
 
 Writes a JSON object whose entries test_vllm.py checks against CPU:
   reference        greedy tokens of transformers' generate() on CPU, float32
   batch            LLM.generate over all prompts at once (greedy)
   continuous       requests added while others decode (LLMEngine.step)
+  quantized        the error of an fp8-quantized engine (not served on tpu yet)
   kv_too_small     the error of an engine whose KV cache holds no request
   too_long         the error a prompt longer than max_model_len raises
   after_error      a generate() after that error
@@ -113,6 +114,20 @@ def compiles():
     return int(torch_tpu.metrics().get("compiles", 0))
 
 
+def unsupported(model_dir, out_path):
+    """The error of an engine for a model whose attention the platform does
+    not serve (ALiBi)."""
+    from vllm import LLM
+
+    try:
+        LLM(model=model_dir, dtype="float32", max_model_len=128, kv_cache_memory_bytes=8 << 20)
+        result = None
+    except Exception as e:  # noqa: BLE001  (the test checks the type and text)
+        result = [type(e).__name__, str(e)]
+    with open(out_path, "w") as f:
+        json.dump({"unsupported": result}, f)
+
+
 def main(model_dir, out_path, only_batch=False):
     import torch_tpu
     from vllm import LLM, SamplingParams
@@ -124,6 +139,11 @@ def main(model_dir, out_path, only_batch=False):
     result["attention_soft_cap"] = attention_error(soft_cap=2.0)
 
     if not only_batch:
+        try:  # a quantization the platform does not serve
+            LLM(model=model_dir, dtype="float32", quantization="fp8", max_model_len=128)
+            result["quantized"] = None
+        except Exception as e:  # noqa: BLE001  (the test checks the type and text)
+            result["quantized"] = [isinstance(e, ValueError), str(e)]
         try:  # a KV cache too small for one request
             LLM(model=model_dir, dtype="float32", max_model_len=128,
                 kv_cache_memory_bytes=4096, seed=0)
@@ -179,4 +199,7 @@ def main(model_dir, out_path, only_batch=False):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], only_batch="--only-batch" in sys.argv[3:])
+    if "--unsupported" in sys.argv[3:]:
+        unsupported(sys.argv[1], sys.argv[2])
+    else:
+        main(sys.argv[1], sys.argv[2], only_batch="--only-batch" in sys.argv[3:])

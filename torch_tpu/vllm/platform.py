@@ -85,6 +85,12 @@ class TpuPlatform(Platform):
         return ATTENTION
 
     @classmethod
+    def verify_quantization(cls, quant: str) -> None:
+        raise ValueError(
+            f"{quant} quantization is not supported on tpu yet: torch_tpu's vLLM platform serves "
+            "unquantized float32, bfloat16 and float16 checkpoints.")
+
+    @classmethod
     def get_punica_wrapper(cls) -> str:
         raise NotImplementedError("LoRA is not supported by torch_tpu's vLLM platform yet.")
 

@@ -17,7 +17,8 @@ def write_tiny_llama(path: str, *, layers: int = 2, hidden: int = 64, heads: int
                      max_positions: int = 512, arch: str = "llama", seed: int = 0) -> str:
     """Writes the checkpoint into `path` (created) and returns it. `arch`:
     "llama"; "mistral" (attention sees 8 keys back: a sliding window); or
-    "gemma2" (soft-capped attention and logits, every other layer windowed)."""
+    "gemma2" (soft-capped attention and logits, every other layer windowed);
+    "bloom" (ALiBi attention, which the tpu platform does not serve yet)."""
     import torch
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
@@ -32,6 +33,9 @@ def write_tiny_llama(path: str, *, layers: int = 2, hidden: int = 64, heads: int
                    dict(sliding_window=8, attn_logit_softcapping=5.0, final_logit_softcapping=3.0,
                         head_dim=hidden // heads, tie_word_embeddings=True)),
     }
+    if arch == "bloom":  # BLOOM names its sizes differently
+        kinds["bloom"] = (transformers.BloomConfig, transformers.BloomForCausalLM,
+                          dict(n_layer=layers, n_head=heads))
     if arch not in kinds:
         raise ValueError(f"arch must be one of {sorted(kinds)}, got {arch!r}")
     config_cls, model_cls, extra = kinds[arch]
