@@ -188,6 +188,17 @@ lowering::Arg input_arg(const Plan& plan, ArgReader& r, const c10::FunctionSchem
   if (omits(plan, args, i)) return {};
   if (std::find(plan.float_inputs.begin(), plan.float_inputs.end(), i) != plan.float_inputs.end())
     return float_input(r, args[i].toDouble(), state);
+  if (std::find(plan.static_exponents.begin(), plan.static_exponents.end(), i) !=
+          plan.static_exponents.end() &&
+      (args[i].isDouble() || args[i].isInt())) {
+    double e = args[i].isDouble() ? args[i].toDouble() : static_cast<double>(args[i].toInt());
+    if (lowering::exact_exponent(e)) {
+      lowering::Arg a;
+      a.kind = lowering::Arg::kDouble;
+      a.d = e;
+      return a;
+    }
+  }
   return convert(r, schema.arguments()[i], args[i], state);
 }
 
@@ -379,6 +390,9 @@ void serve(torch::Library& m, const c10::OperatorHandle& h, const lowering::Lowe
     if (schema.arguments()[i].real_type()->kind() == c10::TypeKind::FloatType &&
         registry.float_input(lowering_name, arg))
       p.float_inputs.push_back(i);
+    if (arg == "exponent" && schema.arguments()[i].real_type()->kind() == c10::TypeKind::NumberType &&
+        registry.has_static_exponent(lowering_name))
+      p.static_exponents.push_back(i);
     p.inputs.push_back(i);
   }
   p.implicit_generator = implicit_generator(schema);

@@ -26,6 +26,7 @@ struct Plan {
   bool implicit_generator = false;      // draws from the default generator unasked
   std::vector<int> unit_scales;         // `alpha`/`beta` arguments left out when 1
   std::vector<size_t> float_inputs;     // float arguments passed as program inputs
+  std::vector<size_t> static_exponents; // Scalar exponents passed as static values when exact
   std::vector<Check> checks;            // CPU's checks the meta function leaves out
   // An in-place variant's functional operator: its result dtype must cast
   // to the written tensor's (PyTorch's in-place result-type rule).
@@ -45,7 +46,8 @@ bool has_tpu_autograd(const std::string& name);
 bool omits(const Plan& plan, c10::ArrayRef<c10::IValue> args, size_t i);
 
 // Input `i` of a call as its lowering receives it: left out (omits), a float
-// as a program input (Plan::float_inputs), or as `convert` makes it.
+// as a program input (Plan::float_inputs), an exponent CPU computes without
+// pow as a static double (Plan::static_exponents), or as `convert` makes it.
 lowering::Arg input_arg(const Plan& plan, ArgReader& r, const c10::FunctionSchema& schema,
                         c10::ArrayRef<c10::IValue> args, size_t i, CallState& state);
 

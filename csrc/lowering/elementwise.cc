@@ -145,8 +145,24 @@ Values div(Context& c, const Args& a) {
   return {c.b.div(x, y)};
 }
 
+// x ** e for an exponent CPU computes without pow (registry.h,
+// exact_exponent), as its kernel does on x86: x * x * x and 1 / (x * x), each
+// step rounded in bf16 but computed in f32 and rounded once for f16.
+Value exact_power(Builder& b, Value x, double e, ElementType out) {
+  if (out == ElementType::kF16) x = b.convert(x, ElementType::kF32);
+  Value y = e == -1 ? x : b.mul(x, x);
+  if (e == 3) y = b.mul(y, x);
+  if (e < 0) y = b.div(splat_like(b, 1.0, y), y);
+  return y.dtype() == out ? y : b.convert(y, out);
+}
+
 Values pow_(Context& c, const Args& a) {
   const TensorType& t = c.out();
+  if (a[1].kind == Arg::kDouble) {  // a static exponent: exact_exponent(a[1].d)
+    Value x = coerce(c.b, a[0].tensor, t);
+    if (hlo::is_float(t.dtype)) return {exact_power(c.b, x, a[1].d, t.dtype)};
+    return {c.b.pow(x, splat_like(c.b, a[1].d, x))};
+  }
   if (t.dtype == ElementType::kPred) {  // bool ** bool: x ** 1 is x, x ** 0 is 1
     Value x = coerce(c.b, a[0].tensor, t), e = coerce(c.b, a[1].tensor, t);
     return {c.b.or_(x, c.b.not_(e))};
@@ -373,6 +389,7 @@ void register_elementwise(Registry& r) {
   for (const char* op : {"aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar",
                          "aten::pow.Scalar"})
     r.add(op, pow_);
+  r.static_exponent("aten::pow.Tensor_Scalar");
   const std::pair<const char*, BinaryOp> divisions[] = {
       {"aten::floor_divide", floor_div}, {"aten::floor_divide.Scalar", floor_div},
       {"aten::fmod.Tensor", fmod}, {"aten::fmod.Scalar", fmod},

@@ -130,6 +130,14 @@ class Registry {
     auto it = float_inputs_.find(op);
     return it != float_inputs_.end() && it->second.count(name) != 0;
   }
+  // `op`'s Scalar `exponent` arrives as a static double (kDouble) when it is
+  // one of the values CPU kernels compute without pow (exact_exponent), so
+  // the lowering can do what they do (x * x for 2) and the call's signature
+  // tells those values apart; other values stay program inputs.
+  void static_exponent(const std::string& op) { static_exponents_.insert(op); }
+  bool has_static_exponent(const std::string& op) const {
+    return static_exponents_.count(op) != 0;
+  }
 
  private:
   struct Entry {
@@ -140,7 +148,13 @@ class Registry {
   std::map<std::string, Entry> fns_;
   std::set<std::string> unit_scales_;
   std::map<std::string, std::set<std::string>> float_inputs_;
+  std::set<std::string> static_exponents_;
 };
+
+// Whether CPU PyTorch computes x ** `e` (a Scalar exponent) by multiplying:
+// 2, 3, -1 and -2 (x*x, x*x*x, 1/x, 1/(x*x)). (It also special-cases 0.5
+// and -0.5 with sqrt and rsqrt; those stay pow here.)
+inline bool exact_exponent(double e) { return e == 2 || e == 3 || e == -1 || e == -2; }
 
 // One registration function per op family (a file each).
 void register_elementwise(Registry& r);
