@@ -10,8 +10,8 @@ view: writing a step's keys and values is one `index_copy_`.
 A step's attention runs over the whole batch at once. Its requests are laid
 out as a padded batch `[R, Q, ...]` (R requests, Q query tokens each) and
 each request's context is gathered from the cache through its block table
-(`[R, M * block_size, ...]` for M blocks); a mask allows a query the keys at
-or before its position. R, Q and M are rounded up to powers of two, and so
+(`[R, M * block_size, ...]` for M blocks); a mask made on the device from
+each query's position allows it the keys at or before that position. R, Q and M are rounded up to powers of two, and so
 is the step's token count (the runner pads its inputs: `padded_tokens`), so
 a serving run sees a bounded set of shapes and its programs stay cached.
 Padding tokens write their keys to block 0, which vLLM keeps as its null
@@ -54,7 +54,6 @@ class TpuAttentionMetadata:
     block_table: torch.Tensor      # [R', M] int64: R' = R rounded up, M blocks per request
     query_index: torch.Tensor      # [R' * Q] int64: token of each padded query (0 for padding)
     output_index: torch.Tensor     # [N] int64: padded-query row of each token
-    mask: torch.Tensor             # [R', 1, Q, M * block_size] bool: keys a query may see
     query_position: torch.Tensor   # [R', 1, Q, 1] int64: each padded query's position
 
 
@@ -72,7 +71,6 @@ def build_metadata(query_start_loc: np.ndarray, seq_lens: np.ndarray, block_tabl
     R = _bucket(num_reqs)
     Q = _bucket(int(query_lens.max(initial=1)))
     M = _bucket(-(-int(seq_lens.max(initial=1)) // block_size))
-    context = M * block_size
 
     # Padded query rows: row r * Q + i is token starts[r] + i, at position
     # seq_len - query_len + i, seeing keys 0..position. Padding rows are
@@ -86,7 +84,6 @@ def build_metadata(query_start_loc: np.ndarray, seq_lens: np.ndarray, block_tabl
     position = np.zeros((R, Q), dtype=np.int64)
     position[:num_reqs] = (seq_lens - query_lens)[:, None] + i[None, :]
     position = np.where(valid, position, 0)
-    mask = np.arange(context)[None, None, :] <= position[:, :, None]
 
     table = np.zeros((R, M), dtype=np.int64)
     width = min(M, block_table.shape[1])
@@ -108,7 +105,7 @@ def build_metadata(query_start_loc: np.ndarray, seq_lens: np.ndarray, block_tabl
     return TpuAttentionMetadata(
         num_actual_tokens=tokens, slot_mapping=put(slots), block_table=put(table),
         query_index=put(query_index.reshape(-1)), output_index=put(output_index),
-        mask=put(mask[:, None]), query_position=put(position[:, None, :, None]))
+        query_position=put(position[:, None, :, None]))
 
 
 class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]):
@@ -183,9 +180,10 @@ class TpuAttentionImpl(AttentionImpl):
         k, v = ctx[..., :d], ctx[..., d:]
         q = query.view(N, h, d).index_select(0, m.query_index)
         q = q.view(R, Q, h, d).transpose(1, 2)  # [R, h, Q, d]
-        mask = m.mask
+        # A query sees the keys at or before its position (within the window).
+        key_position = torch.arange(M * block_size, device=query.device)
+        mask = key_position <= m.query_position  # [R, 1, Q, C]
         if self.sliding_window is not None:
-            key_position = torch.arange(mask.shape[-1], device=mask.device)
             mask = mask & (key_position > m.query_position - self.sliding_window)
         k, v = k.to(q.dtype), v.to(q.dtype)
         if self.logits_soft_cap is None:

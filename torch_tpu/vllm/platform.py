@@ -4,16 +4,12 @@ defaults its runner needs (no CUDA graphs, no custom all-reduce)."""
 import os
 
 import torch
-from vllm.logger import init_logger
 from vllm.platforms.interface import Platform, PlatformEnum
 
 import torch_tpu  # noqa: F401  (registers the tpu device)
 
-logger = init_logger(__name__)
-
 WORKER = "torch_tpu.vllm.worker.TpuWorker"
 ATTENTION = "torch_tpu.vllm.attention.TpuAttentionBackend"
-ATTENTION_NAME = "TPU_TORCH"  # TpuAttentionBackend.get_name()
 
 
 def _register_attention_backend() -> None:
@@ -21,8 +17,10 @@ def _register_attention_backend() -> None:
     name); once per process."""
     from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
-    if ATTENTION_NAME not in AttentionBackendEnum._member_map_:
-        register_backend(ATTENTION_NAME, ATTENTION)
+    from .attention import TpuAttentionBackend
+
+    if TpuAttentionBackend.get_name() not in AttentionBackendEnum._member_map_:
+        register_backend(TpuAttentionBackend.get_name(), ATTENTION)
 
 
 class TpuPlatform(Platform):
@@ -35,7 +33,6 @@ class TpuPlatform(Platform):
     # torch.compile(backend="tpu") for vLLM's own small compiled helpers.
     simple_compile_backend: str = "tpu"
     dist_backend: str = "tpu_dist"
-    supported_quantization: list[str] = []
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
@@ -93,26 +90,6 @@ class TpuPlatform(Platform):
     @classmethod
     def get_punica_wrapper(cls) -> str:
         raise NotImplementedError("LoRA is not supported by torch_tpu's vLLM platform yet.")
-
-    @classmethod
-    def get_device_communicator_cls(cls) -> str:
-        return "vllm.distributed.device_communicators.base_device_communicator.DeviceCommunicatorBase"
-
-    @classmethod
-    def use_custom_allreduce(cls) -> bool:
-        return False
-
-    @classmethod
-    def support_static_graph_mode(cls) -> bool:
-        return False
-
-    @classmethod
-    def support_hybrid_kv_cache(cls) -> bool:
-        return False
-
-    @classmethod
-    def is_sleep_mode_available(cls) -> bool:
-        return False
 
     @classmethod
     def check_and_update_config(cls, vllm_config) -> None:

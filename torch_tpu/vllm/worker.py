@@ -17,6 +17,7 @@ import warnings
 import torch
 import torch_tpu
 from vllm.logger import init_logger
+from vllm.platforms import current_platform
 from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
@@ -161,18 +162,12 @@ class TpuWorker(Worker):
         warnings.filterwarnings("ignore", message=r"torch_tpu: .* has compiled new programs")
         init_worker_distributed_environment(
             self.vllm_config, self.rank, self.distributed_init_method, self.local_rank,
-            "gloo")
+            current_platform.dist_backend)
         set_random_seed(self.model_config.seed)
         self.model_runner = TpuModelRunner(self.vllm_config, self.device)
 
     def _maybe_get_memory_pool_context(self, tag: str):
         return contextlib.nullcontext()  # no sleep-mode memory pools on tpu
-
-    def load_model(self, *, load_dummy_weights: bool = False) -> None:
-        from vllm.config import set_current_vllm_config
-
-        with set_current_vllm_config(self.vllm_config):
-            self.model_runner.load_model(load_dummy_weights=load_dummy_weights)
 
     @torch.no_grad()
     def determine_available_memory(self) -> int:
