@@ -28,6 +28,7 @@ SCRIPTS = {
     "single_trace_trainer": ["rows"],
     "aot_warmup": ["rows"],
     "vllm_serve": ["configs"],
+    "norms": ["rows"],
 }
 
 
