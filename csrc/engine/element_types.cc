@@ -40,4 +40,10 @@ hlo::ElementType element_type_of(PJRT_Buffer_Type t) {
   throw pjrt::Error("unsupported PJRT buffer type " + std::to_string(static_cast<int>(t)));
 }
 
+hlo::TensorType storage_type(const pjrt::Buffer& buffer) {
+  hlo::TensorType type{element_type_of(buffer.element_type()), buffer.dims()};
+  if (type.rank() > 1) type.shape = {type.numel()};
+  return type;
+}
+
 }  // namespace torch_tpu::engine

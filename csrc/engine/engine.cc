@@ -403,6 +403,11 @@ void Engine::set_capture_guard(bool on) {
   guard_tripped_.clear();
 }
 
+hlo::Value Engine::shaped_result(hlo::Value flat) const {
+  hlo::Value source = r_->builder->reshaped_from(flat);
+  return flat.rank() == 1 && source.rank() > 1 && source.dtype() == flat.dtype() ? source : flat;
+}
+
 Program Engine::flush_current(FlushCause cause, bool with_text, bool run) {
   if (guarded_ != nullptr && r_ == guarded_) {
     std::string why = std::string("a flush of the recording (") + name(cause) +
@@ -434,7 +439,10 @@ Program Engine::flush_current(FlushCause cause, bool with_text, bool run) {
   Priors priors = take_priors(p.outputs);
   if (from_trace && flush_trace(p, &trace_key, priors)) return p;
   hlo::Values results;
-  for (const ValuePtr& v : p.outputs) results.push_back(v->node_);
+  // A captured program's results stay flat: its replays (Engine::run) and
+  // the programs calling it (GraphCall) take them as storages.
+  const bool shaped = target_.shaped_results && run && cause != FlushCause::kCaptureEnd;
+  for (const ValuePtr& v : p.outputs) results.push_back(shaped ? shaped_result(v->node_) : v->node_);
   p.checks = check_results(results);
   r_->builder->set_results(results);
   // A parameter whose buffer nobody but this recording holds (the old value
@@ -650,7 +658,7 @@ long Engine::in_flight_refs(const pjrt::Buffer* buffer) const {
 }
 
 ValuePtr Engine::adopt(pjrt::BufferPtr buffer, int device) {
-  hlo::TensorType type{element_type_of(buffer->element_type()), buffer->dims()};
+  hlo::TensorType type = storage_type(*buffer);
   return std::make_shared<DeviceValue>(std::move(type), device, std::move(buffer));
 }
 

@@ -262,6 +262,9 @@ class Engine {
   std::atomic<int> orphans_{0};
   // Flushes the current recorder's program.
   Program flush_current(FlushCause cause, bool with_text, bool run = true);
+  // The program result for a pending value's node: the value its flat array
+  // was reshaped from, where the target keeps results shaped.
+  hlo::Value shaped_result(hlo::Value flat) const;
   // Makes `v` usable by the current recording: a value pending in another
   // recording is flushed there; a failed value raises its error.
   void settle(const DeviceValue& v);

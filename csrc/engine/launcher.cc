@@ -56,7 +56,7 @@ std::vector<ValuePtr> Launcher::run(const pjrt::Executable& exe,
   std::vector<ValuePtr> values;
   values.reserve(buffers.size());
   for (auto& buffer : buffers) {
-    hlo::TensorType type{element_type_of(buffer->element_type()), buffer->dims()};
+    hlo::TensorType type = storage_type(*buffer);
     values.push_back(std::make_shared<DeviceValue>(std::move(type), device, std::move(buffer)));
   }
   return values;

@@ -585,6 +585,12 @@ bool Builder::transposed(Value v, Value* source, std::vector<int64_t>* perm) con
   return true;
 }
 
+Value Builder::reshaped_from(Value v) const {
+  if (insertion_.size() != 1 || !v.valid() || v.id() >= static_cast<int>(reshapes_.size())) return v;
+  int source = reshapes_[v.id()].source;
+  return source < 0 ? v : Value(source, types_[source]);
+}
+
 Value Builder::slice(Value x, const std::vector<int64_t>& start,
                      const std::vector<int64_t>& limit,
                      const std::vector<int64_t>& strides_in) {

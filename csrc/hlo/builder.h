@@ -201,6 +201,9 @@ class Builder {
   // When `v` is a transpose made in the function body: its operand and
   // permutation (so a contraction can take the operand as it is laid out).
   bool transposed(Value v, Value* source, std::vector<int64_t>* permutation) const;
+  // When `v` is a reshape made in the function body: the value it reshapes
+  // (else `v` itself).
+  Value reshaped_from(Value v) const;
   Value slice(Value x, const std::vector<int64_t>& start,
               const std::vector<int64_t>& limit,
               const std::vector<int64_t>& strides = {});

@@ -34,6 +34,14 @@ struct Target {
   // compile can put back in f32 those XLA:CPU's generic dot kernel would get
   // (it rejects them): on XLA:CPU, or wherever split dots are bf16.
   bool checked_bf16_dots = false;
+  // A program's results keep the shape of the value a storage's flat array
+  // was reshaped from. XLA:CPU iterates a loop fusion over its result's
+  // shape, and a flat result (the reshape fused into it) computes every
+  // element's coordinates with divisions, which LLVM does not vectorize: a
+  // 7x7 depthwise convolution ran 5x slower, a bias add 1.6x. A buffer's
+  // bytes do not depend on its dimensions there (row-major; parameters are
+  // checked by size), so the engine keeps treating it as flat.
+  bool shaped_results = false;
 
   // CPU numerics quirks: the host's CPU PyTorch kernels whose rounding the
   // lowerings reproduce. Unset (no torch, as in the C++ tests): the common
@@ -54,6 +62,7 @@ struct Target {
     t.device_kind = std::move(device_kind);
     t.bf16_split_dots = bf16_dots >= 0 ? bf16_dots == 1 : t.xla_cpu;
     t.checked_bf16_dots = t.xla_cpu || t.bf16_split_dots;
+    t.shaped_results = t.xla_cpu;
     return t;
   }
 };
