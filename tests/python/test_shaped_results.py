@@ -1,0 +1,77 @@
+"""Programs on XLA:CPU return shaped results (hlo::Target::shaped_results):
+a storage's flat array leaves the program as the value it was reshaped
+from, and the engine keeps using the buffer as the storage's flat array.
+These check both halves: the printed program, and every way a later op can
+read such a buffer (views, another dtype, in-place writes, resizes, compiled
+graphs), against CPU. (Captured programs keep flat results: test_step_capture.)"""
+import pytest
+import torch
+import torch_tpu
+
+MODES = [torch_tpu.EagerMode.DEFER_NEVER, torch_tpu.EagerMode.DEFER_AND_FUSE]
+
+
+@pytest.fixture(params=MODES, ids=lambda m: m.name)
+def mode(request):
+    old = torch_tpu.get_eager_mode()
+    torch_tpu.set_eager_mode(request.param)
+    yield request.param
+    torch_tpu.set_eager_mode(old)
+
+
+def test_a_program_returns_the_tensor_shape_not_the_flat_storage():
+    old = torch_tpu.get_eager_mode()
+    torch_tpu.set_eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE)
+    try:
+        x, b = torch.randn(4, 8), torch.randn(8)
+        xt, bt = x.to("tpu"), b.to("tpu")
+        torch.tpu.synchronize()
+        y = xt * 2 + bt
+        text = torch_tpu._C._flush_text()
+    finally:
+        torch_tpu.set_eager_mode(old)
+    main = next(line for line in text.splitlines() if "@main" in line)
+    assert main.endswith("-> (tensor<4x8xf32>) {"), main  # inputs stay flat storages
+    assert "%0: tensor<32xf32>" in main, main
+    torch.testing.assert_close(y.cpu(), x * 2 + b, rtol=0, atol=0)
+
+
+def test_a_shaped_result_is_read_as_its_storage_in_every_way(mode):
+    torch.manual_seed(0)
+    x, b = torch.randn(6, 5), torch.randn(5)
+    yt = x.to("tpu") * 3 + b.to("tpu")
+    torch.tpu.synchronize()  # yt's buffer is now the program's [6, 5] result
+    # The reference is the device's own values (a fused multiply-add may
+    # round once where CPU rounds twice): what is checked is how the buffer
+    # is read.
+    y = yt.cpu()
+    torch.testing.assert_close(y, x * 3 + b)
+    assert torch.equal(yt.view(torch.int32).cpu(), y.view(torch.int32))  # another dtype
+    assert torch.equal(yt.view(-1)[7:19].cpu(), y.view(-1)[7:19])  # flat view
+    assert torch.equal(yt.t().contiguous().cpu(), y.t().contiguous())
+    assert torch.equal(yt[1:5:2, ::2].cpu(), y[1:5:2, ::2])  # strided view
+    yt[:, 1].mul_(-1)  # in place through a view
+    y[:, 1].mul_(-1)
+    assert torch.equal(yt.cpu(), y)
+    z, zt = (y @ y.t()).sum(0), (yt @ yt.t()).sum(0)  # a shaped result feeding a dot
+    torch.testing.assert_close(zt.cpu(), z, rtol=1e-2, atol=1e-2)
+    wt = yt.clone()
+    w = y.clone()
+    torch.tpu.synchronize()
+    wt.resize_(40)  # a resize reads the storage's flat array
+    w.resize_(40)
+    assert torch.equal(wt[:30].cpu(), w[:30])
+
+
+def test_a_compiled_graph_takes_a_shaped_result_as_input(mode):
+    x = torch.randn(3, 4, 5)
+    xt = x.to("tpu") + 1  # a program's shaped [3, 4, 5] result
+    torch.tpu.synchronize()
+    f = torch.compile(lambda a: (a.transpose(0, 2) * 2).sum(1), backend="tpu")
+    # A graph that returns a view of its input hands back the input's buffer
+    # as the view's storage (Engine::adopt): eager ops then read it strided.
+    g = torch.compile(lambda a: a[1:].transpose(0, 2), backend="tpu")
+    for _ in range(2):  # capture, then replay
+        torch.testing.assert_close(f(xt).cpu(), ((x + 1).transpose(0, 2) * 2).sum(1))
+        v = g(xt)
+        torch.testing.assert_close((v[::2] * 2).cpu(), (x + 1)[1:].transpose(0, 2)[::2] * 2)
