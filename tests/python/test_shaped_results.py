@@ -1,8 +1,8 @@
 """Programs on XLA:CPU return shaped results (hlo::Target::shaped_results):
 a storage's flat array leaves the program as the value it was reshaped
 from, and the engine keeps using the buffer as the storage's flat array.
-These check both halves: the printed program, and every way a later op can
-read such a buffer (views, another dtype, in-place writes, resizes, compiled
+These check both halves: the printed program, and the ways a later op
+reads such a buffer (views, another dtype, in-place writes, resizes, compiled
 graphs), against CPU. (Captured programs keep flat results: test_step_capture.)"""
 import pytest
 import torch
@@ -68,8 +68,8 @@ def test_a_compiled_graph_takes_a_shaped_result_as_input(mode):
     xt = x.to("tpu") + 1  # a program's shaped [3, 4, 5] result
     torch.tpu.synchronize()
     f = torch.compile(lambda a: (a.transpose(0, 2) * 2).sum(1), backend="tpu")
-    # A graph that returns a view of its input hands back the input's buffer
-    # as the view's storage (Engine::adopt): eager ops then read it strided.
+    # A graph that returns a view of its input: eager ops then read the
+    # view of the shaped buffer strided.
     g = torch.compile(lambda a: a[1:].transpose(0, 2), backend="tpu")
     for _ in range(2):  # capture, then replay
         torch.testing.assert_close(f(xt).cpu(), ((x + 1).transpose(0, 2) * 2).sum(1))
