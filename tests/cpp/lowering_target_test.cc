@@ -31,6 +31,12 @@ Arg integer(int64_t i) {
   a.i = i;
   return a;
 }
+Arg bools(std::vector<bool> v) {
+  Arg a;
+  a.kind = Arg::kBoolList;
+  a.bools = std::move(v);
+  return a;
+}
 Arg boolean(bool b) {
   Arg a;
   a.kind = Arg::kBool;
@@ -100,6 +106,23 @@ TEST(TargetProfile, Bf16DotsAreMarkedOnlyWhereTheyAreChecked) {
   EXPECT_NE(cpu.find(std::string(hlo::kBf16SplitMarker)), std::string::npos) << cpu;
   EXPECT_EQ(gpu.find(std::string(hlo::kBf16SplitMarker)), std::string::npos) << gpu;
   EXPECT_EQ(count(cpu, "stablehlo.dot_general"), count(gpu, "stablehlo.dot_general"));
+}
+
+TEST(TargetProfile, XlaCpuTakesAConvolutionsWeightGradientAsOneDotPerTap) {
+  TensorType gy{ElementType::kF32, {2, 4, 6, 6}}, x{ElementType::kF32, {2, 3, 6, 6}},
+      w{ElementType::kF32, {4, 3, 3, 3}};
+  auto weight_grad = [&](const Target& t) {
+    return lower(t, "aten::convolution_backward_overrideable", {gy, x, w},
+                 {{ElementType::kF32, {2, 3, 6, 6}}, w, {ElementType::kF32, {4}}},
+                 {ints({1, 1}), ints({1, 1}), ints({1, 1}), boolean(false), ints({0, 0}),
+                  integer(1), bools({false, true, false})});
+  };
+  std::string cpu = weight_grad(Target::for_platform("cpu")),
+              tpu = weight_grad(Target::for_platform("tpu"));
+  EXPECT_EQ(count(cpu, "stablehlo.convolution"), 0u) << cpu;
+  EXPECT_EQ(count(cpu, "stablehlo.dot_general"), 9u) << cpu;  // one per tap of the 3x3 kernel
+  EXPECT_EQ(count(tpu, "stablehlo.convolution"), 1u) << tpu;
+  EXPECT_EQ(count(tpu, "stablehlo.dot_general"), 0u) << tpu;
 }
 
 // A 16-bit transposed convolution follows the host's CPU kernel: oneDNN

@@ -156,6 +156,33 @@ def test_conv_default_precision_rounds_operands_to_bf16():
     assert (actual.cpu() - F.conv2d(x, w, padding=1)).abs().max() > 1e-4
 
 
+# On XLA:CPU a weight gradient is one dot per kernel tap (lowering/conv.cc,
+# weight_grad_taps); at the default precision each dot takes the operands
+# rounded to bf16 and accumulates in f32, as the convolution form does.
+@pytest.mark.parametrize("conv,x_shape,w_shape,kwargs", [
+    (F.conv2d, (2, 4, 12, 11), (6, 4, 7, 7), dict(padding=3)),
+    (F.conv2d, (2, 8, 13, 9), (12, 2, 3, 2), dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2),
+                                                  groups=4)),
+    (F.conv1d, (3, 4, 17), (5, 4, 4), dict(stride=3, padding=1)),
+    (F.conv3d, (1, 3, 6, 5, 4), (4, 3, 3, 3, 2), dict(padding=1)),
+    (F.conv_transpose2d, (2, 6, 5, 4), (6, 2, 3, 3), dict(stride=2, padding=1, output_padding=1,
+                                                          groups=3)),
+])
+def test_conv_weight_grad_default_precision_rounds_operands_to_bf16(conv, x_shape, w_shape, kwargs):
+    x, w = torch.randn(x_shape), torch.randn(w_shape)
+    gy = torch.randn_like(conv(x, w, **kwargs))
+
+    def weight_grad(x, w, gy):
+        w = w.detach().requires_grad_()
+        (grad,) = torch.autograd.grad(conv(x, w, **kwargs), w, gy)
+        return grad
+
+    rounded = [t.bfloat16().float() for t in (x, w, gy)]
+    actual = weight_grad(x.to("tpu"), w.to("tpu"), gy.to("tpu"))
+    assert_same(actual, weight_grad(*rounded), atol=1e-4, rtol=1e-5)
+    assert (actual.cpu() - weight_grad(x, w, gy)).abs().max() > 1e-4
+
+
 def test_conv_bf16():
     x, w, b = (torch.randn(2, 3, 6, 6).bfloat16(), torch.randn(4, 3, 3, 3).bfloat16(),
                torch.randn(4).bfloat16())
