@@ -84,14 +84,18 @@ def _mode_from_env():
 
 
 def _install_loop_boundary_hook():
-    """In Fused Eager, an optimizer step's start and end cut a training
-    iteration into its forward-backward program and its update program: the
-    same two programs every iteration, found in the cache. Cut at the start
-    too, the first iteration's update (which creates the optimizer's state)
-    is a program of its own, and the second iteration compiles only the
-    steady update, not a second whole step. Between the two, the engine
-    looks for no loop (the first step's per-parameter state creation is
-    none): the step is one program."""
+    """An optimizer step is one program in Strict and Fused Eager (not in
+    Debug Eager, which runs each op by itself). In Fused Eager its start and
+    end cut a training iteration into its forward-backward program and its
+    update program: the same two programs every iteration, found in the
+    cache. Cut at the start too, the first iteration's update (which creates
+    the optimizer's state) is a program of its own, and the second iteration
+    compiles only the steady update, not a second whole step. Between the
+    two, the engine looks for no loop (the first step's per-parameter state
+    creation is none). In Strict Eager the step's ops are recorded between
+    the two flushes instead of each launching its own program, as a fused
+    optimizer kernel (`fused=True`) runs them: an AdamW step over N tensors
+    is one launch, not ten."""
     import torch
     from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                        register_optimizer_step_pre_hook)
@@ -100,7 +104,8 @@ def _install_loop_boundary_hook():
         def flush(optimizer, args, kwargs):
             if torch.compiler.is_compiling():  # a compiled step is one program already
                 return
-            if _C._is_initialized() and _C._get_mode() == EagerMode.DEFER_AND_FUSE:
+            if _C._is_initialized() and _C._get_mode() in (EagerMode.DEFER_NEVER,
+                                                            EagerMode.DEFER_AND_FUSE):
                 _C._flush(cause)
         return flush
 

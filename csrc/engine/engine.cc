@@ -217,9 +217,14 @@ void Engine::set_mode(Mode m) {
 void Engine::flush(FlushCause cause) {
   auto guard = lock();
   flush_program(cause);
-  // An optimizer step is one program: Fused Eager's loop detection waits
-  // for the step's end (the hooks of torch_tpu/modes.py flush at both ends).
-  if (cause == FlushCause::kOptimizerStepBegin) r_->loop.hold(true);
+  // An optimizer step is one program (the hooks of torch_tpu/modes.py flush
+  // at both ends): Fused Eager's loop detection waits for the step's end,
+  // and Strict Eager records the step's ops instead of flushing each, as a
+  // fused optimizer kernel (`fused=True`) would run them.
+  if (cause == FlushCause::kOptimizerStepBegin) {
+    r_->loop.hold(true);
+    r_->step_open = mode_ == Mode::kDeferNever;
+  }
   if (cause == FlushCause::kOptimizerStep) r_->loop.hold(false);
 }
 
@@ -361,7 +366,14 @@ void Engine::end(const char* op, const std::string* site, bool joins_consumer) {
   r_->op_sites.push_back(OpSite{op, site});
   switch (mode_) {
     case Mode::kDeferNever:
-      if (!joins_consumer) flush(FlushCause::kOp);
+      if (r_->step_open) {
+        if (r_->builder->num_ops() > kMaxProgramOps || r_->ops > kMaxRecordedOps) {
+          warn_size_cap(site);
+          flush_current(FlushCause::kSizeCap, false);
+        }
+      } else if (!joins_consumer) {
+        flush(FlushCause::kOp);
+      }
       break;
     case Mode::kDeferNeverAndLaunchBlocking:
       flush(FlushCause::kOp);
@@ -409,6 +421,7 @@ hlo::Value Engine::shaped_result(hlo::Value flat) const {
 }
 
 Program Engine::flush_current(FlushCause cause, bool with_text, bool run) {
+  r_->step_open = false;  // whatever flushed, the step's one program ends here
   if (guarded_ != nullptr && r_ == guarded_) {
     std::string why = std::string("a flush of the recording (") + name(cause) +
                       ") during a step capture: a captured step runs as one program, so "

@@ -65,6 +65,11 @@ struct Recorder {
   const std::string* last_site = nullptr;
   // Where Fused Eager cuts this thread's loop into programs.
   LoopDetector loop;
+  // Inside optimizer.step() in Strict Eager: the step's ops are recorded as
+  // one program (flushed at the step's end) instead of one program each.
+  // Any flush ends it (the step's end, a host read, synchronize, a mode
+  // change), so a step that raises leaves at most the ops up to the next one.
+  bool step_open = false;
   // The thread that recorded into it has ended: flushed and dropped by the
   // next recording thread.
   bool orphaned = false;
