@@ -413,6 +413,22 @@ Value conv_weight_grad(Context& c, Value x, Value gy, const std::vector<int64_t>
   return crop(c.b, conv(c, x, gy, d, o), w_shape);
 }
 
+// What kernel tap `tap` (row-major over the kernel's spatial sizes `k`) of a
+// forward convolution reads of its padded input: the strided slice whose
+// positions pair with gy's, (N, C, *gy spatial).
+Value tap_slice(Builder& b, Value padded, Value gy, const std::vector<int64_t>& k,
+                const ConvParams& p, int64_t tap) {
+  int64_t n = static_cast<int64_t>(k.size());
+  std::vector<int64_t> start(n + 2, 0), limit = padded.shape(), strides(n + 2, 1);
+  for (int64_t i = n - 1, t = tap; i >= 0; t /= k[i], --i) {
+    int64_t at = (t % k[i]) * p.dilation[i], m = gy.dim(i + 2);
+    start[i + 2] = at;
+    limit[i + 2] = m == 0 ? at : at + (m - 1) * p.stride[i] + 1;
+    strides[i + 2] = p.stride[i];
+  }
+  return b.slice(padded, start, limit, strides);
+}
+
 // conv_weight_grad of a depthwise forward convolution, tap by tap (see
 // depthwise_as_taps): dw[c*m + j, 0, t] = sum over n, p of
 // x'[n, c, p*stride + t*dilation] * gy[n, c*m + j, p], x' being x padded.
@@ -421,10 +437,9 @@ Value depthwise_weight_grad_taps(Context& c, Value x, Value gy,
   Builder& b = c.b;
   size_t n = x.rank() - 2;
   int64_t channels = x.dim(1), out_channels = w_shape[0], mult = out_channels / channels;
-  std::vector<int64_t> k = tail(w_shape, 2), low(n + 2, 0), strides(n + 2, 1), reduce{0};
+  std::vector<int64_t> k = tail(w_shape, 2), low(n + 2, 0), reduce{0};
   for (size_t i = 0; i < n; ++i) {
     low[i + 2] = p.padding[i];
-    strides[i + 2] = p.stride[i];
     reduce.push_back(static_cast<int64_t>(i) + 2);
   }
   int64_t taps = 1;
@@ -433,13 +448,7 @@ Value depthwise_weight_grad_taps(Context& c, Value x, Value gy,
     Value padded = b.pad(xa, b.zeros(TensorType{xa.dtype(), {}}), low, low);
     Values columns;
     for (int64_t tap = 0; tap < taps; ++tap) {
-      std::vector<int64_t> start(n + 2, 0), limit = padded.shape();
-      for (int64_t i = static_cast<int64_t>(n) - 1, t = tap; i >= 0; t /= k[i], --i) {
-        int64_t at = (t % k[i]) * p.dilation[i], m = ga.dim(i + 2);
-        start[i + 2] = at;
-        limit[i + 2] = m == 0 ? at : at + (m - 1) * p.stride[i] + 1;
-      }
-      Value xs = b.slice(padded, start, limit, strides);  // (N, C, *gy spatial)
+      Value xs = tap_slice(b, padded, ga, k, p, tap);  // (N, C, *gy spatial)
       if (mult > 1) {
         std::vector<int64_t> wide{ga.dim(0), channels, mult}, dims{0, 1};
         for (size_t i = 0; i < n; ++i) wide.push_back(ga.dim(i + 2)), dims.push_back(i + 3);
@@ -466,10 +475,9 @@ Value weight_grad_taps(Context& c, Value x, Value gy, const std::vector<int64_t>
   size_t n = x.rank() - 2;
   int64_t batch = x.dim(0), groups = p.groups, in_group = x.dim(1) / groups,
           out_group = gy.dim(1) / groups, positions = 1;
-  std::vector<int64_t> k = tail(w_shape, 2), low(n + 2, 0), strides(n + 2, 1);
+  std::vector<int64_t> k = tail(w_shape, 2), low(n + 2, 0);
   for (size_t i = 0; i < n; ++i) {
     low[i + 2] = p.padding[i];
-    strides[i + 2] = p.stride[i];
     positions *= gy.dim(i + 2);
   }
   int64_t taps = 1;
@@ -479,14 +487,7 @@ Value weight_grad_taps(Context& c, Value x, Value gy, const std::vector<int64_t>
   DotDims dims{{1}, {1}, {0, 3}, {0, 3}};
   Values columns;
   for (int64_t tap = 0; tap < taps; ++tap) {
-    std::vector<int64_t> start(n + 2, 0), limit = padded.shape();
-    for (int64_t i = static_cast<int64_t>(n) - 1, t = tap; i >= 0; t /= k[i], --i) {
-      int64_t at = (t % k[i]) * p.dilation[i], m = gy.dim(i + 2);
-      start[i + 2] = at;
-      limit[i + 2] = m == 0 ? at : at + (m - 1) * p.stride[i] + 1;
-    }
-    Value xs = b.reshape(b.slice(padded, start, limit, strides),
-                         {batch, groups, in_group, positions});
+    Value xs = b.reshape(tap_slice(b, padded, gy, k, p, tap), {batch, groups, in_group, positions});
     Value col = precise_dot(c, g, xs, dims, /*keep_f32=*/true);  // (G, Og, Cg)
     columns.push_back(b.reshape(col, {groups, out_group, in_group, 1}));
   }
