@@ -366,13 +366,13 @@ void Engine::end(const char* op, const std::string* site, bool joins_consumer) {
   r_->op_sites.push_back(OpSite{op, site});
   switch (mode_) {
     case Mode::kDeferNever:
-      if (r_->step_open) {
-        if (r_->builder->num_ops() > kMaxProgramOps || r_->ops > kMaxRecordedOps) {
-          warn_size_cap(site);
-          flush_current(FlushCause::kSizeCap, false);
-        }
-      } else if (!joins_consumer) {
-        flush(FlushCause::kOp);
+      if (!r_->step_open) {
+        if (!joins_consumer) flush(FlushCause::kOp);
+      } else if (r_->builder->num_ops() > kMaxProgramOps || r_->ops > kMaxRecordedOps) {
+        // A long step (a for-loop optimizer over many tensors) is cut into
+        // programs of the cap's size; the step stays open.
+        flush_current(FlushCause::kSizeCap, false);
+        r_->step_open = true;
       }
       break;
     case Mode::kDeferNeverAndLaunchBlocking:
