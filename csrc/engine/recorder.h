@@ -67,8 +67,9 @@ struct Recorder {
   LoopDetector loop;
   // Inside optimizer.step() in Strict Eager: the step's ops are recorded as
   // one program (flushed at the step's end) instead of one program each.
-  // Any flush ends it (the step's end, a host read, synchronize, a mode
-  // change), so a step that raises leaves at most the ops up to the next one.
+  // Any flush but the size cap's ends it (the step's end, a host read,
+  // synchronize, a mode change), so a step that raises before its end leaves
+  // at most the ops up to the next such flush in one program.
   bool step_open = false;
   // The thread that recorded into it has ended: flushed and dropped by the
   // next recording thread.
