@@ -33,7 +33,7 @@
 //
 // Tiered compilation (set_tiering; on XLA:CPU kRecompiles by default:
 // misses the caller calls reshaped recompilations, RecompileWatcher::reshaped,
-// never a Strict op's program;
+// never a Strict program;
 // kAll with TORCH_TPU_TIERED_COMPILE=1, kOff with =0): such a
 // program missing from both tiers is compiled quickly, with the backend's
 // optimizations off (pjrt::Client::compile's `quick`: about half the compile

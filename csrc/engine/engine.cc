@@ -493,11 +493,14 @@ Program Engine::flush_current(FlushCause cause, bool with_text, bool run) {
   }
 
   if (!p.exe) {
-    // A Strict op's program is no reshaped recompilation, whatever its site
-    // ran: the quick tier shortens whole-step compiles, a single op compiles
-    // fast either way, and its quick code (not vectorized) ran a 3-D
-    // depthwise convolution's 27 taps 16x slower until the upgrade landed.
-    bool quick = !signature.empty() && cause != FlushCause::kOp &&
+    // No Strict program is a reshaped recompilation, whatever its site ran:
+    // the quick tier shortens Fused Eager's whole-step compiles, a single op
+    // compiles fast either way, and quick code runs until its upgrade lands
+    // (a 3-D depthwise convolution's 27 taps ran 16x slower; a small GPT's
+    // optimizer step, one Strict program, after a quickstart MLP's at the
+    // same line ran its steps at half speed while the nice-10 worker waited
+    // for a core).
+    bool quick = !signature.empty() && mode != Mode::kDeferNever && cause != FlushCause::kOp &&
                  watcher_.reshaped(*site, first_op, signature);
     try {
       p.exe = cache_->get(key, p.text, quick);

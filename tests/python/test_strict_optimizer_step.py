@@ -4,6 +4,11 @@ start and end instead of each launching its own program, as a fused optimizer
 kernel runs them. Debug Eager keeps one program per op. A step that raises
 ends its program at the next flush (a host read), and Strict is per-op again
 after it."""
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 import torch.nn as nn
@@ -96,3 +101,37 @@ def test_a_step_that_raises_ends_at_the_next_host_read():
         q = p.detach() * 2  # one program per op again
         assert _executions() == before + 2
         assert torch.equal(q.cpu(), torch.full((4,), 2.0))
+
+
+TWO_MODELS_AT_ONE_LINE = textwrap.dedent("""
+    import sys, torch, torch.nn as nn, torch_tpu
+    torch_tpu.set_eager_mode(sys.argv[1])
+
+    def train(width):
+        model = nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Linear(width, 2)).to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        x = torch.randn(16, 8).to("tpu")
+        for _ in range(3):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()  # one line: the second model's steps are reshaped recompilations
+        torch.tpu.synchronize()
+
+    train(16)
+    before = torch_tpu.metrics().get("quick_compiles", 0)
+    train(24)
+    print(int(torch_tpu.metrics().get("quick_compiles", 0) - before))
+""")
+
+
+@pytest.mark.parametrize("mode,quick", [("DEFER_NEVER", False), ("DEFER_AND_FUSE", True)])
+def test_strict_step_at_a_line_that_saw_other_shapes_compiles_optimized(mode, quick):
+    """A Strict optimizer step is never compiled quickly (tiered compilation):
+    its steady speed must not wait for a background upgrade. Fused Eager's
+    programs at the same line still compile quickly (the control)."""
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
+    env.pop("TORCH_TPU_TIERED_COMPILE", None)
+    proc = subprocess.run([sys.executable, "-c", TWO_MODELS_AT_ONE_LINE, mode],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (int(proc.stdout.split()[-1]) > 0) == quick, proc.stdout
