@@ -13,23 +13,17 @@ MODES = [torch_tpu.EagerMode.DEFER_NEVER, torch_tpu.EagerMode.DEFER_AND_FUSE]
 
 @pytest.fixture(params=MODES, ids=lambda m: m.name)
 def mode(request):
-    old = torch_tpu.get_eager_mode()
-    torch_tpu.set_eager_mode(request.param)
-    yield request.param
-    torch_tpu.set_eager_mode(old)
+    with torch_tpu.eager_mode(request.param):
+        yield request.param
 
 
 def test_a_program_returns_the_tensor_shape_not_the_flat_storage():
-    old = torch_tpu.get_eager_mode()
-    torch_tpu.set_eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE)
-    try:
+    with torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE):
         x, b = torch.randn(4, 8), torch.randn(8)
         xt, bt = x.to("tpu"), b.to("tpu")
         torch.tpu.synchronize()
         y = xt * 2 + bt
         text = torch_tpu._C._flush_text()
-    finally:
-        torch_tpu.set_eager_mode(old)
     main = next(line for line in text.splitlines() if "@main" in line)
     assert main.endswith("-> (tensor<4x8xf32>) {"), main  # inputs stay flat storages
     assert "%0: tensor<32xf32>" in main, main
