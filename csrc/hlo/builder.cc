@@ -173,6 +173,7 @@ void Builder::clear() {
   params_.clear();
   results_.clear();
   donated_.clear();
+  taken_as_.clear();
   checks_.clear();
   kernels_.clear();
   num_ops_ = 0;
@@ -195,10 +196,19 @@ Value Builder::parameter(const TensorType& type) {
   blocks_[0].args.push_back(v.id());
   params_.push_back(v);
   donated_.push_back(false);
+  taken_as_.push_back(nullptr);
   return v;
 }
 
 void Builder::set_donated(size_t index) { donated_.at(index) = true; }
+
+void Builder::take_parameter_as(size_t index, const TensorType& type) {
+  const TensorType& declared = params_.at(index).type();
+  if (type.dtype != declared.dtype || type.numel() != declared.numel())
+    fail("take_parameter_as", "parameter " + std::to_string(index) + " is " + declared.str() +
+                                  ", not the same elements as " + type.str());
+  taken_as_[index] = type == declared ? nullptr : intern(type);
+}
 
 void Builder::check(Value violated, std::string message, bool index_error) {
   // A condition inside a region (a loop body) cannot become a result.
@@ -1010,15 +1020,25 @@ std::string with_donated_params(const std::string& module, const std::vector<siz
 
 std::string Builder::module() const {
   std::string out = "module @torch_tpu {\n  func.func public @main(";
+  // A parameter taken in another shape is %p<id>, reshaped into %<id> first.
+  std::string entry;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (i) out += ", ";
-    out += "%" + std::to_string(params_[i].id()) + ": " + params_[i].type().str();
+    std::string id = std::to_string(params_[i].id());
+    if (const TensorType* as = taken_as_[i]) {
+      out += "%p" + id + ": " + as->str();
+      entry += "    %" + id + " = \"stablehlo.reshape\"(%p" + id + ") : (" + as->str() + ") -> " +
+               params_[i].type().str() + "\n";
+    } else {
+      out += "%" + id + ": " + params_[i].type().str();
+    }
     if (donated_[i]) out += " {jax.buffer_donor = true}";
   }
   out += ") -> (";
   std::vector<TensorType> result_types;
   for (const Value& v : results_) result_types.push_back(v.type());
   out += type_list(result_types) + ") {\n";
+  out += entry;
   print_block(out, blocks_[0], 4);
   out += "    \"func.return\"(";
   for (size_t i = 0; i < results_.size(); ++i) {
@@ -1038,7 +1058,10 @@ Fingerprint Builder::fingerprint() const {
   Fingerprint f = running_;
   Digest d{f};
   d.add(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) d.add(static_cast<uint64_t>(donated_[i]));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    d.add(static_cast<uint64_t>(donated_[i]));
+    if (taken_as_[i]) d.add(taken_as_[i]);
+  }
   d.add(results_.size());
   for (const Value& v : results_) d.add(v.id());
   return f;

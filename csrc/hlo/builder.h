@@ -107,6 +107,12 @@ class Builder {
   const Values& results() const { return results_; }
   // Marks parameter `index` as donated: its buffer may be reused for outputs.
   void set_donated(size_t index);
+  // The program takes parameter `index` as `type` (same element type and
+  // count, other dimensions) and reshapes it on entry to the type the body
+  // uses: a donated flat buffer taken in the shape of the result that
+  // overwrites it, so that XLA updates it in place (a row-major target,
+  // whose buffers do not depend on their dimensions: hlo::Target).
+  void take_parameter_as(size_t index, const TensorType& type);
 
   // ---- run-time checks ------------------------------------------------------
   // A condition the program tests as it runs (an index in range): `violated`
@@ -351,6 +357,7 @@ class Builder {
   std::vector<int> insertion_;            // stack of block indices being built
   Values params_, results_;
   std::vector<bool> donated_;
+  std::vector<const TensorType*> taken_as_;  // per parameter; null: as declared
   std::vector<Check> checks_;
   std::vector<KernelPtr> kernels_;  // called by this program, each once
   bool checks_enabled_ = true;

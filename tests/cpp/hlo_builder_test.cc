@@ -208,6 +208,28 @@ TEST(HloGolden, MultipleResultsAndDonation) {
                    "    \"func.return\"(%1, %0) : (tensor<2xi64>, tensor<2xi64>) -> ()\n"));
 }
 
+TEST(HloGolden, ADonatedParameterTakenInItsResultsShape) {
+  Builder b;
+  Value x = b.parameter({ElementType::kF32, {6}});
+  Value y = b.reshape(x, {2, 3});
+  b.set_donated(0);
+  b.take_parameter_as(0, y.type());
+  b.set_results({b.neg(y)});
+  EXPECT_EQ(b.module(),
+            module("%p0: tensor<2x3xf32> {jax.buffer_donor = true}", "tensor<2x3xf32>",
+                   "    %0 = \"stablehlo.reshape\"(%p0) : (tensor<2x3xf32>) -> tensor<6xf32>\n"
+                   "    %1 = \"stablehlo.reshape\"(%0) : (tensor<6xf32>) -> tensor<2x3xf32>\n"
+                   "    %2 = \"stablehlo.negate\"(%1) : (tensor<2x3xf32>) -> tensor<2x3xf32>\n"
+                   "    \"func.return\"(%2) : (tensor<2x3xf32>) -> ()\n"));
+  Builder same;
+  Value z = same.parameter({ElementType::kF32, {6}});
+  same.take_parameter_as(0, z.type());  // its own type: printed as declared
+  same.set_results({z});
+  EXPECT_EQ(same.module().find("%p0"), std::string::npos) << same.module();
+  EXPECT_THROW(same.take_parameter_as(0, {ElementType::kF32, {2, 2}}), TypeError);
+  EXPECT_THROW(same.take_parameter_as(0, {ElementType::kI32, {2, 3}}), TypeError);
+}
+
 TEST(HloGolden, DonatedParamsMarkedInAPrintedModuleAsTheBuilderMarksThem) {
   auto program = [](std::vector<size_t> donated) {
     Builder b;
@@ -395,6 +417,11 @@ TEST(HloFingerprint, EqualProgramsEqualDigestsAndEveryPrintedChangeCounts) {
     ASSERT_NE(other.second, base.second);
     EXPECT_FALSE(other.first == base.first);
   }
+  Builder taken;
+  reduce_program(taken, 2, 0, false);
+  taken.take_parameter_as(0, {F32, {3, 2}});
+  ASSERT_NE(taken.module(), base.second);
+  EXPECT_FALSE(taken.fingerprint() == base.first);
 }
 
 TEST(HloFingerprint, ClearStartsOverWithTheSameDigest) {

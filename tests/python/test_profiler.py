@@ -50,7 +50,29 @@ def _device(prof):
 def _trace(prof, tmp_path, name="trace.json"):
     path = tmp_path / name
     prof.export_chrome_trace(str(path))
-    return json.loads(path.read_text())["traceEvents"]
+    return _read_trace(path)
+
+
+def _read_trace(path):
+    """The events of a Chrome trace file; a file that is not JSON fails with
+    the text around the point where parsing stopped."""
+    text = path.read_text()
+    try:
+        return json.loads(text)["traceEvents"]
+    except json.JSONDecodeError as e:
+        pytest.fail(f"{path.name} ({len(text)} chars) is not JSON: {e}; around it: "
+                    f"{text[max(0, e.pos - 300):e.pos + 300]!r}")
+
+
+_RESULT = "RESULT "  # marks the line a child prints its result on
+
+
+def _child_result(stdout):
+    """The JSON a child script printed after _RESULT (other output, a
+    library's message at exit, may follow it)."""
+    lines = [ln for ln in stdout.splitlines() if ln.startswith(_RESULT)]
+    assert lines, f"no {_RESULT!r} line in the child's output: {stdout[-2000:]!r}"
+    return json.loads(lines[-1][len(_RESULT):])
 
 
 def _args(trace, name):
@@ -361,7 +383,7 @@ _DISK_SCRIPT = textwrap.dedent("""
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
         y = (torch.exp(x) - 0.5).cpu()
     prof.export_chrome_trace(sys.argv[1])
-    print(json.dumps(y.tolist()))
+    print("RESULT " + json.dumps(y.tolist()))
 """)
 
 
@@ -375,9 +397,8 @@ def test_compile_events_say_which_tier_served_the_miss(tmp_path):
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         expected = torch.exp(torch.full((5, 3), 2.0)) - 0.5
-        torch.testing.assert_close(torch.tensor(json.loads(out.stdout.strip().splitlines()[-1])),
-                                   expected)
-        trace = json.loads(path.read_text())["traceEvents"]
+        torch.testing.assert_close(torch.tensor(_child_result(out.stdout)), expected)
+        trace = _read_trace(path)
         tiers.append(sorted(a["tier"] for a in _args(trace, "tpu::compile")))
         assert sorted(a["cache"] for a in _args(trace, "tpu::launch")) == tiers[-1]
     assert tiers == [["compiled", "compiled"], ["disk", "disk"]]
@@ -408,7 +429,7 @@ def test_tensorboard_handler_and_other_threads(tmp_path):
     assert len(launches) == 2 and len(_device(prof)) == 2
     files = list(tmp_path.glob("*.pt.trace.json"))
     assert len(files) == 1
-    trace = json.loads(files[0].read_text())["traceEvents"]
+    trace = _read_trace(files[0])
     assert len([e for e in trace if e.get("cat") == "kernel"]) == 2
     assert len({e["tid"] for e in trace if e.get("name") == "tpu::launch"}) == 2
 
@@ -439,7 +460,7 @@ _COLLECTIVE_SCRIPT = textwrap.dedent("""
         for t in threads:
             t.join()
     prof.export_chrome_trace(sys.argv[1])
-    print(json.dumps({"out": out, "native": torch_tpu.metrics().get("collectives_native", 0)}))
+    print("RESULT " + json.dumps({"out": out, "native": torch_tpu.metrics().get("collectives_native", 0)}))
 """)
 
 
@@ -449,10 +470,10 @@ def test_native_collectives_launch_on_every_device(tmp_path):
     done = subprocess.run([sys.executable, "-c", _COLLECTIVE_SCRIPT, str(path)], env=env,
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = _child_result(done.stdout)
     expected = (torch.arange(6, dtype=torch.float32) * 3).tolist()  # rank 0's + rank 1's
     assert result["out"] == [expected, expected] and result["native"] == 2
-    trace = json.loads(path.read_text())["traceEvents"]
+    trace = _read_trace(path)
     launches = [a for a in _args(trace, "tpu::launch") if a["mode"] == "Collective"]
     assert sorted(a["device"] for a in launches) == ["tpu:0", "tpu:1"]
     assert {a["cache"] for a in launches} == {"compiled"}

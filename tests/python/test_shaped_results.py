@@ -30,6 +30,50 @@ def test_a_program_returns_the_tensor_shape_not_the_flat_storage():
     torch.testing.assert_close(y.cpu(), x * 2 + b, rtol=0, atol=0)
 
 
+def test_an_in_place_update_takes_its_donated_buffer_in_the_result_shape():
+    """XLA updates a donated buffer in place only when parameter and result
+    have one shape: the parameter is taken as [4, 8] and reshaped to the
+    flat storage the body reads (a [4, 8] result of a flat parameter was
+    written to a temporary and copied back)."""
+    x, b = torch.randn(4, 8), torch.randn(8)
+    xt, bt = x.to("tpu"), b.to("tpu")
+    torch.tpu.synchronize()
+    with torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE):
+        xt.mul_(0.5).add_(bt)
+        text = torch_tpu._C._flush_text()
+    main = next(line for line in text.splitlines() if "@main" in line)
+    assert "%p0: tensor<4x8xf32> {jax.buffer_donor = true}" in main, main
+    assert main.endswith("-> (tensor<4x8xf32>) {"), main
+    assert '%0 = "stablehlo.reshape"(%p0) : (tensor<4x8xf32>) -> tensor<32xf32>' in text, text
+    x.mul_(0.5).add_(b)
+    torch.testing.assert_close(xt.cpu(), x)
+
+
+@pytest.mark.parametrize("shape", [(6, 5), (2, 3, 4), (7,)])
+def test_in_place_updates_of_donated_buffers_read_back_in_every_way(mode, shape):
+    torch.manual_seed(0)
+    x, y = torch.randn(*shape), torch.randn(*shape)
+    b = torch.randn(shape[-1])
+    xt, yt, bt = x.to("tpu"), y.to("tpu"), b.to("tpu")
+    for step in range(3):  # a loop: the second and third runs reuse the program
+        xt.add_(yt, alpha=0.5).mul_(1.5).add_(bt)
+        yt.lerp_(xt, 0.25)
+        x.add_(y, alpha=0.5).mul_(1.5).add_(b)
+        y.lerp_(x, 0.25)
+        torch.tpu.synchronize()
+    torch.testing.assert_close(xt.cpu(), x)
+    torch.testing.assert_close(yt.cpu(), y)
+    flat = xt.view(-1)
+    assert torch.equal(flat[1:].cpu(), xt.cpu().view(-1)[1:])  # the storage read flat
+    assert torch.equal(xt.view(torch.int32).cpu(), xt.cpu().view(torch.int32))
+    if xt.dim() > 1:
+        assert torch.equal(xt.transpose(0, -1).contiguous().cpu(),
+                           xt.cpu().transpose(0, -1).contiguous())
+    xt[..., :1].zero_()  # in place through a view, into the updated buffer
+    x[..., :1].zero_()
+    torch.testing.assert_close(xt.cpu(), x)
+
+
 def test_a_shaped_result_is_read_as_its_storage_in_every_way(mode):
     torch.manual_seed(0)
     x, b = torch.randn(6, 5), torch.randn(5)
