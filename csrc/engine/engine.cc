@@ -477,7 +477,11 @@ Program Engine::flush_current(FlushCause cause, bool with_text, bool run) {
     const ValuePtr& prior = priors.of[k];
     auto donor = prior && prior->buffer_ ? donated.find(prior->buffer_.get()) : donated.end();
     if (result.id() != node.id() && donor != donated.end()) {
-      r_->builder->take_parameter_as(donor->second, result.type());
+      // Same elements only: a storage written as another dtype (complex
+      // viewed as real pairs) keeps its parameter, and XLA its copy.
+      const hlo::TensorType& param = r_->builder->parameters()[donor->second].type();
+      if (param.dtype == result.type().dtype && param.numel() == result.type().numel())
+        r_->builder->take_parameter_as(donor->second, result.type());
       donated.erase(donor);  // one result per parameter
     }
     results.push_back(result);
