@@ -431,6 +431,22 @@ Program Engine::flush_current(FlushCause cause, bool with_text, bool run) {
     if (guard_tripped_.empty()) guard_tripped_ = why;
     throw pjrt::Error("tpu: " + why);
   }
+  // An error before the recording is consumed (its results, fingerprint or
+  // text; a lowering error drops it in to_builder) drops it as a failed
+  // compile does: otherwise every later op would flush the same recording
+  // and fail the same way.
+  const uint64_t epoch = r_->epoch;
+  try {
+    return flush_recording(cause, with_text, run);
+  } catch (const std::exception& err) {
+    if (r_->epoch == epoch)
+      abandon_recording(std::string("internal error while building the program: ") + err.what() +
+                        "\n" + describe_ops(r_->op_sites, mode_));
+    throw;
+  }
+}
+
+Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
   Program p;
   p.device = r_->device;
   r_->loop.flushing(requested(cause));
@@ -444,6 +460,10 @@ Program Engine::flush_current(FlushCause cause, bool with_text, bool run) {
   if (p.outputs.empty() && !checked) {
     reset_recording();
     return p;
+  }
+  if (fail_next_flush_) {
+    fail_next_flush_ = false;
+    throw std::logic_error("an error injected for testing (fail_next_flush)");
   }
   metrics_.count(cause);
   if (cause != FlushCause::kOp) watcher_.new_run();

@@ -227,6 +227,12 @@ class Engine {
   // Empties the compile cache (and its directory if `disk`); compiles after
   // it start the per-site recompilation counts over.
   void clear_cache(bool disk);
+  // Tests: the next flush of a recording with outputs fails with an
+  // internal error (the recording must be dropped).
+  void fail_next_flush() {
+    auto guard = lock();
+    fail_next_flush_ = true;
+  }
 
  private:
   Engine();
@@ -260,8 +266,11 @@ class Engine {
   // Flushes and drops the recorders of threads that ended.
   void drop_orphans();
   std::atomic<int> orphans_{0};
-  // Flushes the current recorder's program.
+  // Flushes the current recorder's program; a recording that fails before
+  // it is consumed is dropped, its values abandoned.
   Program flush_current(FlushCause cause, bool with_text, bool run = true);
+  Program flush_recording(FlushCause cause, bool with_text, bool run);
+  bool fail_next_flush_ = false;  // fail_next_flush
   // The program result for a pending value's node: the value its flat array
   // was reshaped from, where the target keeps results shaped.
   hlo::Value shaped_result(hlo::Value flat) const;

@@ -158,6 +158,8 @@ PYBIND11_MODULE(_C, m) {
   // Flushes this thread's pending program and returns its StableHLO text
   // (empty when nothing was pending): torch.tpu.sync.computation_mlir.
   m.def("_flush_text", [] { return Engine::get().flush_program(torch_tpu::engine::FlushCause::kExplicit, /*with_text=*/true).text; });
+  // Tests: the next flush of a recording with outputs fails with an internal error.
+  m.def("_fail_next_flush", [] { Engine::get().fail_next_flush(); });
   m.def("_metrics", [] { return Engine::get().metrics().snapshot(); });
   m.def("_metrics_report", [] { return Engine::get().metrics().report(); });
   m.def("_reset_metrics", [] { Engine::get().metrics().reset(); });

@@ -127,3 +127,25 @@ def test_the_old_value_kept_for_a_failure_is_still_donated(mode):
     assert out.returncode == 0, out.stderr
     grown_kb = int(out.stdout.split("grown_kb")[1])
     assert grown_kb < 50_000, f"peak memory grew by {grown_kb} kB: in-place updates copied"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_internal_error_at_a_flush_drops_that_recording_only(mode):
+    # An internal error while a flush builds its program (an engine bug,
+    # injected here) must not leave the recording behind, or
+    # every later op of the process would flush it again and fail the same way.
+    with torch_tpu.eager_mode(mode):
+        w = torch.ones(4, device="tpu")
+        w.cpu()
+        torch_tpu._C._fail_next_flush()
+        with pytest.raises(RuntimeError, match="injected for testing"):
+            w.add_(1)
+            fresh = w * 3
+            fresh.cpu()
+        # The update that failed kept the old value, in every mode.
+        torch.testing.assert_close(w.cpu(), torch.ones(4))
+        # Later ops, fused or not, run as if nothing had happened.
+        for _ in range(3):
+            w.mul_(2)
+            torch.testing.assert_close((w + 1).cpu(), w.cpu() + 1)
+        torch.testing.assert_close(w.cpu(), torch.full((4,), 8.0))
