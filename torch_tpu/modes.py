@@ -109,5 +109,14 @@ def _install_loop_boundary_hook():
                 _C._flush(cause)
         return flush
 
-    register_optimizer_step_pre_hook(flusher("optimizer_step_begin"))
+    def begin(optimizer, args, kwargs):
+        if torch.compiler.is_compiling():
+            return
+        if _C._is_initialized() and _C._get_mode() in (EagerMode.DEFER_NEVER,
+                                                        EagerMode.DEFER_AND_FUSE):
+            # No state yet: this step creates it, and its update program runs
+            # once (the engine compiles it quickly).
+            _C._begin_optimizer_step(creates_state=not optimizer.state)
+
+    register_optimizer_step_pre_hook(begin)
     register_optimizer_step_post_hook(flusher("optimizer_step"))

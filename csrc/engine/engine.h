@@ -129,6 +129,10 @@ class Engine {
   // Runs this thread's pending program (if any). `cause` is counted in the
   // metrics (flush_cause.h).
   void flush(FlushCause cause);
+  // optimizer.step() begins (the hook of torch_tpu/modes.py): flushes the
+  // gradients' program (kOptimizerStepBegin); `creates_state` says the
+  // optimizer has no state yet, so this step's update runs once.
+  void begin_optimizer_step(bool creates_state);
   Program flush_program(FlushCause cause, bool with_text = false);
   // Ends this thread's recording like flush_program(cause, true) without
   // compiling or running it (asynchronous graph compiles): the program's

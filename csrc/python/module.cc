@@ -155,6 +155,10 @@ PYBIND11_MODULE(_C, m) {
     if (!c) throw py::value_error("unknown flush cause '" + cause + "' (see engine/flush_cause.h)");
     Engine::get().flush(*c);
   }, py::arg("cause") = "explicit");
+  // optimizer.step() begins: the hook of torch_tpu/modes.py.
+  m.def("_begin_optimizer_step", [](bool creates_state) {
+    Engine::get().begin_optimizer_step(creates_state);
+  }, py::arg("creates_state"));
   // Flushes this thread's pending program and returns its StableHLO text
   // (empty when nothing was pending): torch.tpu.sync.computation_mlir.
   m.def("_flush_text", [] { return Engine::get().flush_program(torch_tpu::engine::FlushCause::kExplicit, /*with_text=*/true).text; });

@@ -126,12 +126,13 @@ TWO_MODELS_AT_ONE_LINE = textwrap.dedent("""
 
 @pytest.mark.parametrize("mode,quick", [("DEFER_NEVER", False), ("DEFER_AND_FUSE", True)])
 def test_strict_step_at_a_line_that_saw_other_shapes_compiles_optimized(mode, quick):
-    """A Strict optimizer step is never compiled quickly (tiered compilation):
-    its steady speed must not wait for a background upgrade. Fused Eager's
-    programs at the same line still compile quickly (the control)."""
+    """A steady Strict optimizer step is never compiled quickly (tiered
+    compilation): its speed must not wait for a background upgrade. Only the
+    first step's update, which creates the state and runs once, is quick (1).
+    Fused Eager's programs at the same line compile quickly (the control)."""
     env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
     env.pop("TORCH_TPU_TIERED_COMPILE", None)
     proc = subprocess.run([sys.executable, "-c", TWO_MODELS_AT_ONE_LINE, mode],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert (int(proc.stdout.split()[-1]) > 0) == quick, proc.stdout
+    assert (int(proc.stdout.split()[-1]) > 1) == quick, proc.stdout

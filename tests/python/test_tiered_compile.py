@@ -308,3 +308,56 @@ def test_background_upgrades_run_below_the_recording_thread():
     assert proc.returncode == 0, proc.stderr[-2000:]
     upgrades, nice = proc.stdout.split()[-2:]
     assert int(upgrades) >= 1 and int(nice) == 10, proc.stdout
+
+
+FIRST_OPTIMIZER_STEP = textwrap.dedent("""
+    import sys, torch, torch_tpu
+    torch_tpu.set_eager_mode(sys.argv[1])
+
+    def run(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 4)).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-2)
+        x = torch.linspace(-1, 1, 8 * 16).reshape(8, 16).to(device)
+        compiles = []
+        for _ in range(4):
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if device == "tpu":
+                torch.tpu.synchronize()
+                compiles.append(int(torch_tpu.metrics().get("quick_compiles", 0)))
+        return [p.detach().cpu() for p in model.parameters()], compiles
+
+    with torch.tpu.precision("highest"):
+        got, quick = run("tpu")
+    want, _ = run("cpu")
+    err = max(float((g - w).abs().max()) for g, w in zip(got, want))
+    torch_tpu._C._drain_background_compiles()
+    m = torch_tpu.metrics()
+    print(*quick, int(m.get("tier_upgrades", 0)), err)
+""")
+
+
+@pytest.mark.parametrize("mode,tiering,want", [
+    ("DEFER_NEVER", None, [1, 1, 1, 1]), ("DEFER_AND_FUSE", None, [1, 1, 1, 1]),
+    ("DEFER_NEVER", "0", [0, 0, 0, 0]), ("DEFER_NEVER_AND_LAUNCH_BLOCKING", None, [0, 0, 0, 0])])
+def test_an_optimizers_first_step_compiles_quickly(mode, tiering, want):
+    """An optimizer's first step creates its state: that update program runs
+    once, so Strict and Fused Eager compile it quickly (a cold quickstart
+    MLP's first Strict step 0.55 -> 0.47 s); the steady update from step 2
+    on compiles optimized and nothing is upgraded. Debug Eager runs the step
+    op by op, and tiering off compiles nothing quickly. The values are CPU's."""
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0")
+    env.pop("TORCH_TPU_TIERED_COMPILE", None)
+    if tiering is not None:
+        env["TORCH_TPU_TIERED_COMPILE"] = tiering
+    proc = subprocess.run([sys.executable, "-c", FIRST_OPTIMIZER_STEP, mode],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    *quick, upgrades, err = proc.stdout.split()[-6:]
+    assert [int(q) for q in quick] == want
+    assert int(upgrades) == 0
+    assert float(err) < 1e-5
