@@ -258,7 +258,7 @@ pjrt::ExecutablePtr Cache::get(const std::string& program) {
 }
 
 pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::string& program,
-                               bool recompile) {
+                               bool recompile, bool upgrade) {
   const hlo::Fingerprint key = with_overrides(program_key);
   if (pjrt::ExecutablePtr hit = lookup_exact(key)) return hit;
   const OverridesPtr overrides = thread_overrides();
@@ -328,6 +328,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
     if (traced) trace::compiled(key.a, tiered ? "compiled quick" : "compiled", traced, program.size());
     deliver_warnings();  // any the warm-up thread found
   }
+  if (!upgrade) quick.reset();
   std::lock_guard<std::mutex> lock(mu_);
   insert(key, exe, std::move(quick), quick ? overrides : nullptr);
   return exe;

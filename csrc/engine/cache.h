@@ -94,9 +94,11 @@ class Cache {
   // The executable for `program` (whose fingerprint is `key`), compiling or
   // loading it from disk on a miss. `recompile`: the caller has compiled
   // this program's op sequence for the same code over other shapes before,
-  // which Tiering::kRecompiles compiles quickly.
+  // which Tiering::kRecompiles compiles quickly. `upgrade` false: a quick
+  // executable stays (a program known to run once: an optimizer's first
+  // step), its optimizing compile never queued.
   pjrt::ExecutablePtr get(const hlo::Fingerprint& key, const std::string& program,
-                          bool recompile = false);
+                          bool recompile = false, bool upgrade = true);
   // The same, keyed by the text alone (for programs not built here).
   pjrt::ExecutablePtr get(const std::string& program);
   // From disk or compiled (then stored on disk), leaving the memory tier and

@@ -505,12 +505,15 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
     hlo::Value result = shaped ? shaped_result(node) : node;
     const ValuePtr& prior = priors.of[k];
     auto donor = prior && prior->buffer_ ? donated.find(prior->buffer_.get()) : donated.end();
-    if (result.id() != node.id() && donor != donated.end()) {
+    if (donor != donated.end()) {
       // Same elements only: a storage written as another dtype (complex
-      // viewed as real pairs) keeps its parameter, and XLA its copy.
+      // viewed as real pairs) keeps its flat parameter and is only a donor,
+      // and XLA copies it.
       const hlo::TensorType& param = r_->builder->parameters()[donor->second].type();
-      if (param.dtype == result.type().dtype && param.numel() == result.type().numel())
-        r_->builder->take_parameter_as(donor->second, result.type());
+      if (param.dtype == result.type().dtype && param.numel() == result.type().numel()) {
+        if (!(param == result.type())) r_->builder->take_parameter_as(donor->second, result.type());
+        r_->builder->alias_result(donor->second, k, result.type());
+      }
       donated.erase(donor);  // one result per parameter
     }
     results.push_back(result);
@@ -555,12 +558,13 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
     // same line ran its steps at half speed while the nice-10 worker waited
     // for a core).
     // An optimizer's first step (its state's creation) runs once: quick too
-    // (a cold quickstart MLP's first Strict step 0.55 -> 0.48 s).
-    bool quick = (first_step && cause != FlushCause::kOp) ||
-                 (!signature.empty() && mode != Mode::kDeferNever && cause != FlushCause::kOp &&
-                  watcher_.reshaped(*site, first_op, signature));
+    // (a cold quickstart MLP's first Strict step 0.55 -> 0.48 s), and never
+    // upgraded (a background compile landing later would only load the cores).
+    const bool once = first_step && cause != FlushCause::kOp;
+    bool quick = once || (!signature.empty() && mode != Mode::kDeferNever &&
+                          cause != FlushCause::kOp && watcher_.reshaped(*site, first_op, signature));
     try {
-      p.exe = cache_->get(key, p.text, quick);
+      p.exe = cache_->get(key, p.text, quick, /*upgrade=*/!once);
     } catch (const pjrt::Error& err) {
       std::string why = std::string(err.what()) + "\n" + describe_ops(sites, mode);
       abandon(p.outputs, priors.of, why);

@@ -174,6 +174,7 @@ void Builder::clear() {
   results_.clear();
   donated_.clear();
   taken_as_.clear();
+  aliased_.clear();
   checks_.clear();
   kernels_.clear();
   num_ops_ = 0;
@@ -197,6 +198,7 @@ Value Builder::parameter(const TensorType& type) {
   params_.push_back(v);
   donated_.push_back(false);
   taken_as_.push_back(nullptr);
+  aliased_.push_back(-1);
   return v;
 }
 
@@ -208,6 +210,15 @@ void Builder::take_parameter_as(size_t index, const TensorType& type) {
     fail("take_parameter_as", "parameter " + std::to_string(index) + " is " + declared.str() +
                                   ", not the same elements as " + type.str());
   taken_as_[index] = type == declared ? nullptr : intern(type);
+}
+
+void Builder::alias_result(size_t index, size_t result, const TensorType& type) {
+  const TensorType& taken = taken_as_.at(index) ? *taken_as_[index] : params_[index].type();
+  if (!donated_[index] || !(type == taken))
+    fail("alias_result", "parameter " + std::to_string(index) + " is " + taken.str() +
+                             (donated_[index] ? "" : ", not donated") + "; result " +
+                             std::to_string(result) + " is " + type.str());
+  aliased_[index] = static_cast<int>(result);
 }
 
 void Builder::check(Value violated, std::string message, bool index_error) {
@@ -1008,8 +1019,9 @@ std::string with_donated_params(const std::string& module, const std::vector<siz
   out.reserve(module.size() + params.size() * kDonor.size());
   size_t copied = 0;
   for (size_t i = 0; i < ends.size(); ++i) {
-    if (!donate[i] || module.compare(ends[i] - kDonor.size(), kDonor.size(), kDonor) == 0)
-      continue;
+    // One attribute dictionary per parameter: one that has one (a donor, or
+    // aliased to its result) is donated already.
+    if (!donate[i] || module[ends[i] - 1] == '}') continue;
     out.append(module, copied, ends[i] - copied);
     out += kDonor;
     copied = ends[i];
@@ -1032,7 +1044,10 @@ std::string Builder::module() const {
     } else {
       out += "%" + id + ": " + params_[i].type().str();
     }
-    if (donated_[i]) out += " {jax.buffer_donor = true}";
+    if (aliased_[i] >= 0)
+      out += " {tf.aliasing_output = " + std::to_string(aliased_[i]) + " : i32}";
+    else if (donated_[i])
+      out += " {jax.buffer_donor = true}";
   }
   out += ") -> (";
   std::vector<TensorType> result_types;
@@ -1061,6 +1076,7 @@ Fingerprint Builder::fingerprint() const {
   for (size_t i = 0; i < params_.size(); ++i) {
     d.add(static_cast<uint64_t>(donated_[i]));
     if (taken_as_[i]) d.add(taken_as_[i]);
+    if (aliased_[i] >= 0) d.add(static_cast<uint64_t>(aliased_[i]) << 8 | 0x41);
   }
   d.add(results_.size());
   for (const Value& v : results_) d.add(v.id());

@@ -113,6 +113,13 @@ class Builder {
   // overwrites it, so that XLA updates it in place (a row-major target,
   // whose buffers do not depend on their dimensions: hlo::Target).
   void take_parameter_as(size_t index, const TensorType& type);
+  // Donated parameter `index` is overwritten by result `result`, of `type`
+  // (the parameter's type as taken: TypeError otherwise): XLA writes that
+  // result into the parameter's buffer (`tf.aliasing_output`). A donor
+  // alone (`jax.buffer_donor`) lets XLA give its buffer to any result of
+  // its shape, and XLA:CPU paired a foreach AdamW step's new moments with
+  // the parameters' buffers, whose old values it then copied on entry.
+  void alias_result(size_t index, size_t result, const TensorType& type);
 
   // ---- run-time checks ------------------------------------------------------
   // A condition the program tests as it runs (an index in range): `violated`
@@ -358,6 +365,7 @@ class Builder {
   Values params_, results_;
   std::vector<bool> donated_;
   std::vector<const TensorType*> taken_as_;  // per parameter; null: as declared
+  std::vector<int> aliased_;                 // per parameter: its result, or -1
   std::vector<Check> checks_;
   std::vector<KernelPtr> kernels_;  // called by this program, each once
   bool checks_enabled_ = true;

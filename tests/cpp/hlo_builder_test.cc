@@ -230,6 +230,31 @@ TEST(HloGolden, ADonatedParameterTakenInItsResultsShape) {
   EXPECT_THROW(same.take_parameter_as(0, {ElementType::kI32, {2, 3}}), TypeError);
 }
 
+TEST(HloGolden, ADonatedParameterNamedAsItsResultsBuffer) {
+  Builder b;
+  Value x = b.parameter({ElementType::kF32, {6}});
+  Value s = b.parameter({ElementType::kF32, {6}});
+  Value y = b.reshape(x, {2, 3});
+  b.set_donated(0);
+  b.set_donated(1);
+  b.take_parameter_as(0, y.type());
+  b.alias_result(0, 1, y.type());  // result 1 overwrites parameter 0
+  b.set_results({b.neg(s), b.neg(y)});
+  std::string m = b.module();
+  EXPECT_NE(m.find("@main(%p0: tensor<2x3xf32> {tf.aliasing_output = 1 : i32}, "
+                   "%1: tensor<6xf32> {jax.buffer_donor = true})"),
+            std::string::npos)
+      << m;
+  // A donated module is not marked twice by with_donated_params.
+  EXPECT_EQ(with_donated_params(m, {0, 1}), m);
+  // Only a donated parameter, and only as the type it is taken as.
+  EXPECT_THROW(b.alias_result(0, 1, {ElementType::kF32, {6}}), TypeError);
+  Builder plain;
+  Value z = plain.parameter({ElementType::kF32, {6}});
+  plain.set_results({plain.neg(z)});
+  EXPECT_THROW(plain.alias_result(0, 0, z.type()), TypeError);
+}
+
 TEST(HloGolden, DonatedParamsMarkedInAPrintedModuleAsTheBuilderMarksThem) {
   auto program = [](std::vector<size_t> donated) {
     Builder b;
@@ -422,6 +447,17 @@ TEST(HloFingerprint, EqualProgramsEqualDigestsAndEveryPrintedChangeCounts) {
   taken.take_parameter_as(0, {F32, {3, 2}});
   ASSERT_NE(taken.module(), base.second);
   EXPECT_FALSE(taken.fingerprint() == base.first);
+  // Aliased to its result, a donor prints and digests otherwise.
+  auto negated = [](bool alias) {
+    Builder b;
+    Value x = b.parameter({F32, {2, 3}});
+    b.set_donated(0);
+    if (alias) b.alias_result(0, 0, x.type());
+    b.set_results({b.neg(x)});
+    return std::make_pair(b.fingerprint(), b.module());
+  };
+  ASSERT_NE(negated(true).second, negated(false).second);
+  EXPECT_FALSE(negated(true).first == negated(false).first);
 }
 
 TEST(HloFingerprint, ClearStartsOverWithTheSameDigest) {
