@@ -282,6 +282,11 @@ void Engine::verify_checks() {
   std::deque<Launcher::PendingCheck> pending;
   {
     auto guard = lock();
+    if (found_failure_) {
+      CheckFailed failure = std::move(*found_failure_);
+      found_failure_.reset();
+      throw failure;
+    }
     pending = launcher_->take_checks();
   }
   Launcher::verify(pending, metrics_);
@@ -603,7 +608,13 @@ void Engine::launch(Program& p, const std::vector<OpSite>& sites, Mode mode,
   }
   if (p.checks && buffers.size() > p.outputs.size()) {
     // A long loop without host reads: read the oldest checks now and then.
-    if (launcher_->add_checks(std::move(buffers.back()), p.checks, sites)) verify_checks();
+    if (launcher_->add_checks(std::move(buffers.back()), p.checks, sites)) {
+      try {
+        verify_checks();
+      } catch (const CheckFailed& failure) {
+        if (!found_failure_) found_failure_.emplace(failure);
+      }
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -178,7 +179,8 @@ class Engine {
   void set_checks(bool on);
   bool checks() const { return checks_; }
   // Reads the checks of launched programs; throws CheckFailed for the first
-  // violated one (the others are dropped). Host reads and synchronize call it.
+  // violated one (the others are dropped), or one an op's launch found
+  // earlier. Host reads and synchronize call it.
   void verify_checks();
 
   Mode mode() const { return mode_; }
@@ -304,6 +306,10 @@ class Engine {
   // Appends the checks' i32 result to `results` and lists them (null: none).
   CheckListPtr check_results(hlo::Values& results);
   bool checks_ = true;
+  // A failed check that a launch found while reading its oldest pending
+  // codes (a long loop without host reads): raised by the next host read or
+  // synchronize, as the type it is there (IndexError), not from inside an op.
+  std::optional<CheckFailed> found_failure_;
   // Runs p.exe on p.inputs and materializes p.outputs; a failure names the
   // recording's ops.
   void launch(Program& p, const std::vector<OpSite>& sites, Mode mode,

@@ -68,13 +68,31 @@ bool Launcher::add_checks(pjrt::BufferPtr code, CheckListPtr checks, std::vector
 }
 
 void Launcher::verify(std::deque<PendingCheck>& pending, Metrics& metrics) {
-  for (PendingCheck& c : pending) {
-    int32_t code = -1;
+  // Every code's read is issued before any is awaited (a loop without host
+  // reads leaves up to kMaxPendingChecks): one wait for all, not one each.
+  // A code whose read fails belongs to a program that failed: its own error
+  // is reported where its results are read.
+  std::vector<int32_t> codes(pending.size(), -1);
+  std::vector<std::shared_ptr<pjrt::Event>> reads(pending.size());
+  std::vector<char> read(pending.size(), 1);
+  for (size_t i = 0; i < pending.size(); ++i) {
     try {
-      c.code->to_host(&code, sizeof(code));
+      reads[i] = pending[i].code->to_host_async(&codes[i], sizeof(int32_t));
     } catch (const pjrt::Error&) {
-      continue;  // the program failed: its own error is reported where it is read
+      read[i] = 0;
     }
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    try {
+      if (read[i] && reads[i]) reads[i]->await();
+    } catch (const pjrt::Error&) {
+      read[i] = 0;
+    }
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (!read[i]) continue;
+    const PendingCheck& c = pending[i];
+    const int32_t code = codes[i];
     if (code < 0 || static_cast<size_t>(code) >= c.checks->messages.size()) continue;
     int64_t op = c.checks->ops[code];
     std::string where;

@@ -32,6 +32,27 @@ def test_a_loop_reports_the_step_whose_index_is_out_of_range(mode):
         torch.testing.assert_close((w * 2).cpu(), table * 2)
 
 
+def test_a_long_loop_without_host_reads_reads_its_checks_in_batches():
+    # Strict: each lookup is a checked program; past 256 unread check codes the
+    # engine reads them all at once (issued together, then awaited). A failure
+    # found there, inside an op, is raised by the next synchronize as an
+    # IndexError, as at any host read (it left the op as a RuntimeError).
+    table = torch.randn(10, 4)
+    w = table.to("tpu")
+    good, bad = torch.tensor([1, 9]).to("tpu"), torch.tensor([1, 10]).to("tpu")
+    with torch_tpu.eager_mode("DEFER_NEVER"):
+        total = torch.zeros(4, device="tpu")
+        for _ in range(600):
+            total += F.embedding(good, w).sum(0)
+        want = F.embedding(torch.tensor([1, 9]), table).sum(0) * 600
+        torch.testing.assert_close(total.cpu(), want, rtol=1e-4, atol=1e-3)
+        with pytest.raises(IndexError, match=r"index out of range in self \(in aten::index_select"):
+            for step in range(600):
+                F.embedding(bad if step == 300 else good, w).sum(0)
+            torch.tpu.synchronize()
+        torch.testing.assert_close((w * 2).cpu(), table * 2)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_write_into_a_dead_temporary_is_still_checked(mode):
     with torch_tpu.eager_mode(mode):
