@@ -100,23 +100,20 @@ def _install_loop_boundary_hook():
     from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                        register_optimizer_step_pre_hook)
 
-    def flusher(cause):
-        def flush(optimizer, args, kwargs):
-            if torch.compiler.is_compiling():  # a compiled step is one program already
-                return
-            if _C._is_initialized() and _C._get_mode() in (EagerMode.DEFER_NEVER,
-                                                            EagerMode.DEFER_AND_FUSE):
-                _C._flush(cause)
-        return flush
+    def steps_are_programs():
+        # A compiled step is one program already; Debug Eager runs op by op.
+        return (not torch.compiler.is_compiling() and _C._is_initialized() and
+                _C._get_mode() in (EagerMode.DEFER_NEVER, EagerMode.DEFER_AND_FUSE))
 
     def begin(optimizer, args, kwargs):
-        if torch.compiler.is_compiling():
-            return
-        if _C._is_initialized() and _C._get_mode() in (EagerMode.DEFER_NEVER,
-                                                        EagerMode.DEFER_AND_FUSE):
+        if steps_are_programs():
             # No state yet: this step creates it, and its update program runs
             # once (the engine compiles it quickly).
             _C._begin_optimizer_step(creates_state=not optimizer.state)
 
+    def end(optimizer, args, kwargs):
+        if steps_are_programs():
+            _C._flush("optimizer_step")
+
     register_optimizer_step_pre_hook(begin)
-    register_optimizer_step_post_hook(flusher("optimizer_step"))
+    register_optimizer_step_post_hook(end)

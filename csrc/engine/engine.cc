@@ -503,7 +503,9 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
   // writes a result into its parameter's memory only when the two have one
   // shape (a shaped result of a flat parameter was computed into a temporary
   // and copied, x.add_(y) 2-3x slower), so that parameter is taken in the
-  // result's shape (hlo::Builder::take_parameter_as).
+  // result's shape (hlo::Builder::take_parameter_as) and named as that
+  // result's buffer (alias_result: a bare donor's buffer XLA may give to any
+  // result of its shape, and a foreach AdamW step then copied every state).
   const bool shaped = target_.shaped_results && run && cause != FlushCause::kCaptureEnd;
   for (size_t k = 0; k < p.outputs.size(); ++k) {
     const hlo::Value& node = p.outputs[k]->node_;
@@ -516,7 +518,7 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
       // and XLA copies it.
       const hlo::TensorType& param = r_->builder->parameters()[donor->second].type();
       if (param.dtype == result.type().dtype && param.numel() == result.type().numel()) {
-        if (!(param == result.type())) r_->builder->take_parameter_as(donor->second, result.type());
+        r_->builder->take_parameter_as(donor->second, result.type());  // as declared if equal
         r_->builder->alias_result(donor->second, k, result.type());
       }
       donated.erase(donor);  // one result per parameter

@@ -73,8 +73,8 @@ struct Recorder {
   bool step_open = false;
   // Inside an optimizer's first step (it creates the optimizer's state), in
   // Strict or Fused Eager: its programs run once (the next step's update is
-  // another program), so they compile quickly (the cache's quick tier; a
-  // second hit would still upgrade them). Set by Engine::begin_optimizer_step,
+  // another program), so they compile quickly (the cache's quick tier) and
+  // are never upgraded. Set by Engine::begin_optimizer_step,
   // cleared by the step's end or the next step's beginning.
   bool first_step = false;
   // The thread that recorded into it has ended: flushed and dropped by the
