@@ -107,13 +107,16 @@ def generate(name, size, cache, new_tokens, calls):
     counts = (lambda: (__import__("torch_tpu").metrics().get("compiles", 0),
                        __import__("torch_tpu").compiler.compile_metrics().get("captures", 0))) \
         if tpu else (lambda: (0, 0))
-    times, compiles, tokens = [], [], None
+    metrics = (lambda: dict(__import__("torch_tpu").metrics())) if tpu else (lambda: {})
+    times, compiles, tokens, warm_before = [], [], None, {}
     # Calls 0 and 1 are the first and second; call 2 settles (a program's
     # second hit queues its tiered upgrade, so call 2 can still run quick
     # code); the warm calls start once every queued upgrade is done.
     for call in range(3 + calls):
         if call == 3 and tpu:
             __import__("torch_tpu")._C._drain_background_compiles()
+        if call == 2 + calls:
+            warm_before = metrics()  # the last warm call (the first pays upgraded code's first runs)
         before = counts()
         start = time.perf_counter()
         with torch.no_grad():
@@ -122,7 +125,18 @@ def generate(name, size, cache, new_tokens, calls):
         times.append(time.perf_counter() - start)
         after = counts()
         compiles.append([a - b for a, b in zip(after, before)])
-    return {"first_s": times[0], "second_s": times[1], "warm_s": common.median(times[3:]),
+    # Where a warm token's time goes: the programs launched, the time in the
+    # plugin's Execute calls, the wait for the token's host read (the
+    # program's run), and the rest (Python, dispatch, recording).
+    warm_after, warm_tokens = metrics(), new_tokens
+    per_token = {k: (warm_after.get(k, 0) - warm_before.get(k, 0)) / warm_tokens
+                 for k in ("executions", "execute_launch_s", "transfer_to_host_s", "ops_recorded")}
+    breakdown = {"programs_per_token": per_token["executions"],
+                 "ops_per_token": per_token["ops_recorded"],
+                 "launch_us_per_token": per_token["execute_launch_s"] * 1e6,
+                 "wait_us_per_token": per_token["transfer_to_host_s"] * 1e6,
+                 "token_us": times[-1] / warm_tokens * 1e6}
+    return {**breakdown, "first_s": times[0], "second_s": times[1], "warm_s": common.median(times[3:]),
             "tokens_per_s": new_tokens / common.median(times[3:]),
             "first_compiles": compiles[0][0], "first_captures": compiles[0][1],
             "warm_compiles": sum(c[0] for c in compiles[1:]), "tokens": tokens}
@@ -243,6 +257,21 @@ def main():
                                   f"{med(part, name, 'tokens_per_s'):.0f}",
                                   f"{per_round(part, name, 'cpu', lambda r: r['tokens_per_s']):.2f}x",
                                   *counts, same_tokens(part, name)])
+    split_rows = []
+    for part in parts:
+        if part == "forward" or part.startswith("generate"):
+            continue
+        for name in runs[part]:
+            if name == "cpu":
+                split_rows.append([name, CACHES[part] or "default",
+                                   f"{med(part, name, 'token_us'):.0f}", "", "", "", "", ""])
+                continue
+            token, launch, wait = (med(part, name, k) for k in
+                                   ("token_us", "launch_us_per_token", "wait_us_per_token"))
+            split_rows.append([name, CACHES[part] or "default", f"{token:.0f}",
+                               f"{med(part, name, 'programs_per_token'):.2f}",
+                               f"{med(part, name, 'ops_per_token'):.0f}", f"{launch:.0f}",
+                               f"{wait:.0f}", f"{token - launch - wait:.0f}"])
     count_headers = ["compiles (first call)", "decode graphs captured", "compiles (warm calls)"]
     if gen_rows:
         sections.append(f"## Tiny Llama generate(), {size['new_tokens']} new tokens, greedy\n\n" +
@@ -254,6 +283,14 @@ def main():
                         "warm tokens/s\n\n" +
                         common.table(["config", "cache", "first call s", "warm tokens/s",
                                       "vs CPU eager", *count_headers, "tokens = CPU"], long_rows))
+    if split_rows:
+        sections.append("## Where a warm token's time goes (µs per token, the last warm "
+                        "call)\n\nlaunch: in the plugin's Execute calls; wait: for the token's "
+                        "host read (the program's run); rest: Python, dispatch and recording, "
+                        "which CPU eager's whole token time compares with.\n\n" +
+                        common.table(["config", "cache", "token µs", "programs/token",
+                                      "ops recorded/token", "launch µs", "wait µs", "rest µs"],
+                                     split_rows))
     common.write_results(args.out, "inference",
                          {"smoke": args.smoke, "size": size, "rounds": rounds, "runs": runs},
                          "\n\n".join(sections))
