@@ -128,14 +128,14 @@ def generate(name, size, cache, new_tokens, calls):
     # Where a warm token's time goes: the programs launched, the time in the
     # plugin's Execute calls, the wait for the token's host read (the
     # program's run), and the rest (Python, dispatch, recording).
-    warm_after, warm_tokens = metrics(), new_tokens
-    per_token = {k: (warm_after.get(k, 0) - warm_before.get(k, 0)) / warm_tokens
+    warm_after = metrics()
+    per_token = {k: (warm_after.get(k, 0) - warm_before.get(k, 0)) / new_tokens
                  for k in ("executions", "execute_launch_s", "transfer_to_host_s", "ops_recorded")}
     breakdown = {"programs_per_token": per_token["executions"],
                  "ops_per_token": per_token["ops_recorded"],
                  "launch_us_per_token": per_token["execute_launch_s"] * 1e6,
                  "wait_us_per_token": per_token["transfer_to_host_s"] * 1e6,
-                 "token_us": times[-1] / warm_tokens * 1e6}
+                 "token_us": times[-1] / new_tokens * 1e6}
     return {**breakdown, "first_s": times[0], "second_s": times[1], "warm_s": common.median(times[3:]),
             "tokens_per_s": new_tokens / common.median(times[3:]),
             "first_compiles": compiles[0][0], "first_captures": compiles[0][1],
@@ -237,7 +237,7 @@ def main():
         cpu = runs[part]["cpu"][0]["tokens"]
         return "yes" if all(r["tokens"] == cpu for r in runs[part][name]) else "no"
 
-    gen_rows, long_rows = [], []
+    gen_rows, long_rows, split_rows = [], [], []
     for part in parts:
         if part == "forward":
             continue
@@ -257,21 +257,12 @@ def main():
                                   f"{med(part, name, 'tokens_per_s'):.0f}",
                                   f"{per_round(part, name, 'cpu', lambda r: r['tokens_per_s']):.2f}x",
                                   *counts, same_tokens(part, name)])
-    split_rows = []
-    for part in parts:
-        if part == "forward" or part.startswith("generate"):
-            continue
-        for name in runs[part]:
-            if name == "cpu":
-                split_rows.append([name, CACHES[part] or "default",
-                                   f"{med(part, name, 'token_us'):.0f}", "", "", "", "", ""])
-                continue
-            token, launch, wait = (med(part, name, k) for k in
-                                   ("token_us", "launch_us_per_token", "wait_us_per_token"))
-            split_rows.append([name, CACHES[part] or "default", f"{token:.0f}",
-                               f"{med(part, name, 'programs_per_token'):.2f}",
-                               f"{med(part, name, 'ops_per_token'):.0f}", f"{launch:.0f}",
-                               f"{wait:.0f}", f"{token - launch - wait:.0f}"])
+                token, launch, wait = (med(part, name, k) for k in
+                                       ("token_us", "launch_us_per_token", "wait_us_per_token"))
+                split_rows.append([name, cache, f"{token:.0f}"] + ([""] * 5 if name == "cpu" else [
+                    f"{med(part, name, 'programs_per_token'):.2f}",
+                    f"{med(part, name, 'ops_per_token'):.0f}", f"{launch:.0f}", f"{wait:.0f}",
+                    f"{token - launch - wait:.0f}"]))
     count_headers = ["compiles (first call)", "decode graphs captured", "compiles (warm calls)"]
     if gen_rows:
         sections.append(f"## Tiny Llama generate(), {size['new_tokens']} new tokens, greedy\n\n" +
