@@ -78,6 +78,13 @@ class _GraphRunner:
                                    in ("_c10d_functional", "c10d")})
 
     @staticmethod
+    def bakes_in(t):
+        """Whether a host tensor argument is taken by value (part of the key
+        that picks the program, a constant inside it): a small one, such as a
+        CPU step counter or a 0-d constant a graph lifted out of the model."""
+        return t.numel() <= 16
+
+    @staticmethod
     def _split(args):
         tensors, key = [], []
         for a in args:
@@ -85,7 +92,7 @@ class _GraphRunner:
                 if a.device.type == "tpu":
                     tensors.append(a)
                     key.append("t")
-                elif a.numel() <= 16:  # e.g. a CPU step counter: its value is baked in
+                elif _GraphRunner.bakes_in(a):
                     key.append(("c", a.dtype, tuple(a.shape), tuple(a.flatten().tolist())))
                 else:
                     return tensors, None

@@ -13,13 +13,20 @@ unpadded result. Results leave the program padded (``_static_dim``) and are
 handed back as views of their valid part: a later graph takes them without a
 copy.
 
+A reshape that merges a varying dimension with one before it ([b, n, d] ->
+[b*n, d]: every linear layer at batch > 1, and an embedding's [b, n]
+indices) would let XLA compact the valid elements, which no later split
+can undo; such a tensor runs in its static padded form until the reshape
+that splits it again (`_Merges`), where only row-wise ops are exact.
+
 What cannot be bucketed exactly is refused, never approximated: a graph
-with an op outside the list below, a slice, index or concatenation along a
-varying dimension, a size used as a value other than a Scalar operand, or a
-reshape that merges a varying dimension with one before it (XLA compacts the
-valid elements and cannot split them back: a linear layer on [b, n, d] with
-b > 1) runs specialized per size, as before, with one warning naming the
-reason. docs/design.md ("Varying sizes") has the reasons.
+with an op outside the list below, a slice or concatenation along a varying
+dimension, a gather along one with indices other than arange of its size, a
+size used as a value other than a Scalar operand, a reduction over merged
+positions, or a result that keeps them merged (a training graph at batch > 1
+hands its backward such a tensor) runs specialized per size, as before,
+with one warning naming the reason. docs/design.md ("Varying sizes") has
+the reasons.
 """
 import math
 import operator
@@ -206,7 +213,7 @@ _SAFE = {
     "_scaled_dot_product_flash_attention_for_cpu_backward",
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
     "native_layer_norm", "native_layer_norm_backward", "split_with_sizes", "split",
-    "slice", "select", "mean", "copy", "cat", "stack",
+    "slice", "select", "mean", "copy", "cat", "stack", "convert_element_type", "index",
 }
 # Scalar overloads whose Scalar operand may be a size: rewritten to their
 # Tensor overload with the size as a 0-d tensor computed per call.
@@ -292,13 +299,54 @@ def _reshape_keeps_offsets(a, o):
 
 
 def _leading(shape):
-    """Whether only dims of size 1 come before the first varying one."""
+    """Whether no varying dim comes after a dim other than 1 ([1, n], [n, 4]:
+    flattening keeps the valid elements where they were; [b, n] with b > 1
+    or varying does not)."""
+    seen = False  # a dim other than 1 so far
     for e in shape:
-        if e.free_symbols:
-            return True
-        if e != 1:
+        if e.free_symbols and seen:
             return False
+        seen = seen or e != 1
     return True
+
+
+# Ops that pass an index tensor's values through unchanged (a view, a copy,
+# a full-range slice): what _iota_of looks through.
+_SAME_VALUES = {"unsqueeze", "view", "_unsafe_view", "reshape", "expand", "alias", "clone",
+                "squeeze", "slice"}
+
+
+def _iota_of(node, size):
+    """Whether `node` holds arange(size) (possibly viewed, expanded or
+    sliced in full): positions 0..n-1 of a padded tensor whose dimension
+    varies with `size`, padded positions reading only padding."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        target = node.target
+        name = getattr(target, "_schema", None) and target._schema.name.split("::")[-1]
+        if name == "arange":
+            args = list(node.args)
+            end = args[0] if len(args) == 1 else args[1] if len(args) in (2, 3) else None
+            start = 0 if len(args) == 1 else args[0]
+            step = args[2] if len(args) == 3 else 1
+            return (start == 0 and step == 1 and end is not None
+                    and _same(_expr(_val(end)) if isinstance(end, torch.fx.Node) else _expr(end),
+                              _expr(size)))
+        if name in ("add", "sub") and len(node.args) == 2 and node.args[1] == 0 and \
+                node.kwargs.get("alpha", 1) == 1:
+            node = node.args[0]  # an offset of 0 (transformers adds its cache offset)
+            continue
+        if name not in _SAME_VALUES:
+            return False
+        if name == "slice":
+            a = list(node.args) + [0, None, None, 1][len(node.args) - 1:]
+            x, dim, start, end, step = a[0], a[1], a[2], a[3], a[4]
+            full = _val(x).shape[dim]
+            if not (start in (None, 0) and step == 1 and (
+                    end is None or (isinstance(end, int) and end >= 2 ** 62)
+                    or (isinstance(end, torch.fx.Node) and _same(_expr(_val(end)), _expr(full))))):
+                return False
+        node = node.args[0]
+    return False
 
 
 def _check_node(node):
@@ -338,6 +386,16 @@ def _check_node(node):
                 or (isinstance(end, torch.fx.Node) and symbolic(_val(end))
                     and _expr(_val(end)) == _expr(size)))):
             raise Refused(f"a slice along a varying dimension ({node.format_node()})")
+    elif name == "index":
+        # A gather along a varying dimension is exact when its index there is
+        # arange of that dimension's size (a mask built by broadcasting, as
+        # transformers' attention masks are): valid positions read valid
+        # elements. Other index values could point past the true length (or
+        # wrap from the end of the padded one), so they are refused.
+        for d, idx in enumerate(args[1]):
+            if idx is not None and symbolic(x.shape[d]) and not _iota_of(idx, x.shape[d]):
+                raise Refused(f"an index along a varying dimension that is not arange of its "
+                              f"size ({node.format_node()})")
     elif name == "select":
         _check_dims(node, x, [args[1]])
     elif name in ("cat", "stack"):
@@ -357,6 +415,191 @@ def _check_node(node):
 
 def _size_arg_ok(schema_arg):
     return "SymInt" in str(schema_arg.type) or str(schema_arg.type).startswith("int")
+
+
+# ---- varying dimensions merged with one before them ----------------------------
+
+# Ops that treat each position of a merged dimension on its own (elementwise):
+# exact on the static padded form, whatever the padding holds.
+_ROWWISE = {
+    "abs", "add", "addcmul", "addcdiv", "alias", "clamp", "clamp_max", "clamp_min", "clone",
+    "convert_element_type", "cos", "detach", "div", "eq", "erf", "exp", "expm1", "ge", "gelu",
+    "gt", "le", "log", "log1p", "lt", "masked_fill", "maximum", "minimum", "mul", "ne", "neg",
+    "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "sign", "silu", "sin", "sqrt", "square",
+    "sub", "tanh", "where", "_to_copy",
+}
+
+
+def _groups(fine, coarse):
+    """Which consecutive dims of `fine` make up each dim of `coarse` (their
+    product), or None when `coarse` is not `fine` with runs of dims merged."""
+    groups, i = [], 0
+    for c in coarse:
+        run, p = [], sympy.Integer(1)
+        while i < len(fine) and not (run and _same(p, c)):
+            run.append(i)
+            p = p * fine[i]
+            i += 1
+        if not run or not _same(p, c):
+            return None
+        groups.append(run)
+    while groups and i < len(fine) and fine[i] == 1:
+        groups[-1].append(i)
+        i += 1
+    return groups if i == len(fine) else None
+
+
+def _varies(n):
+    v = _val(n)
+    return isinstance(v, torch.Tensor) and any(e.free_symbols for e in _shape_exprs(v))
+
+
+class _Merges:
+    """A reshape that merges a varying dimension with one before it ([b, n, d]
+    -> [b*n, d]: every linear layer at batch > 1) would let XLA compact the
+    valid elements, which a later split cannot undo. Instead the tensor is
+    made static first (its padded layout, `_static_dim`), the reshape and the
+    ops after it run on the static padded tensor, and the reshape that splits
+    the dimensions again gives them back their true lengths
+    (`_bounded_dim`). In between, only ops that treat each merged position
+    on its own are allowed: matmuls whose rows are the merged positions and
+    elementwise ops. A reduction or contraction over the padded positions, or
+    a result still merged, is refused."""
+
+    VIEWS = ("view", "_unsafe_view", "reshape")
+
+    def __init__(self, graph, size_input, bounded):
+        self.graph, self.size_input, self.bounded = graph, size_input, bounded
+        self.fine = {}  # node -> its shape with every varying dimension on its own
+
+    def _call(self, target, args, like):
+        n = self.graph.call_function(target, args)
+        n.meta["val"] = _val(like)
+        return n
+
+    def step(self, node, name):
+        """Handles `node` when a merge concerns it (True), else False."""
+        if name in self.VIEWS:
+            return self._view(node)
+        if name in ("embedding", "embedding_dense_backward"):
+            return self._embedding(node, name)
+        merged = [i for i in node.all_input_nodes if i in self.fine]
+        if not merged:
+            return False
+        what = f"{node.target} on a tensor whose varying dimension a reshape merged with one " \
+               f"before it (a linear layer's input at batch > 1)"
+        if any(isinstance(a, torch.fx.Node) and symbolic(_val(a)) for a in node.args):
+            raise Refused(f"{what} with a size as a value")
+        shape = _shape_exprs(_val(node))
+        if name in ("mm", "addmm"):
+            a, w = node.args[-2], node.args[-1]
+            bias = node.args[0] if name == "addmm" else None
+            groups = _groups(self.fine[a], _shape_exprs(_val(a))) if a in self.fine else None
+            if (groups is None or w in self.fine or _varies(w)
+                    or (bias is not None and (bias in self.fine or _varies(bias)))
+                    or any(self.fine[a][i].free_symbols for i in groups[1])):
+                raise Refused(f"{what}: a matmul that contracts over the merged positions")
+            self.fine[node] = [self.fine[a][i] for i in groups[0]] + [shape[1]]
+            return True
+        if name in _ROWWISE:
+            first = merged[0]
+            for i in node.all_input_nodes:
+                if i in self.fine:
+                    if self.fine[i] != self.fine[first] or not all(
+                            _same(x, y) for x, y in zip(_shape_exprs(_val(i)), shape)):
+                        raise Refused(f"{what}, broadcast against it")
+                elif _varies(i):
+                    raise Refused(f"{what} and a tensor with a varying dimension")
+            if len(shape) != len(_shape_exprs(_val(first))):
+                raise Refused(f"{what}, broadcast to more dimensions")
+            self.fine[node] = self.fine[first]
+            return True
+        raise Refused(f"{what}: only matmuls over its rows and elementwise ops are exact there")
+
+    def _view(self, node):
+        x = node.args[0]
+        out = _shape_exprs(_val(node))
+        fine = self.fine.get(x)
+        if fine is None:
+            fine = _shape_exprs(_val(x))
+            if _reshape_keeps_offsets(fine, out) or not any(e.free_symbols for e in fine):
+                return False  # an ordinary reshape of a bounded tensor
+            if _groups(fine, out) is None:
+                raise Refused(f"a reshape merges and splits a varying dimension at once "
+                              f"({list(_val(x).shape)} -> {list(_val(node).shape)})")
+            with self.graph.inserting_before(node):
+                s = x
+                for d, e in enumerate(fine):
+                    if e.free_symbols:
+                        s = self._call(torch.ops.tpu._static_dim.default, (s, d), x)
+            node.args = (s,) + tuple(node.args[1:])
+            self.fine[node] = fine
+            return True
+        if _reshape_keeps_offsets(fine, out):  # splits the merged dimensions again
+            self._rebound(node, out)
+            return True
+        if _groups(fine, out) is None:
+            raise Refused(f"a reshape splits a merged dimension other than back into its parts "
+                          f"({list(_val(x).shape)} -> {list(_val(node).shape)})")
+        self.fine[node] = fine
+        return True
+
+    def _static(self, x, fill):
+        """x with each varying dimension static (its padded size) and the
+        positions past each true length set to `fill`."""
+        shape = _shape_exprs(_val(x))
+        for d, e in enumerate(shape):
+            if not e.free_symbols:
+                continue
+            x = self._call(torch.ops.tpu._static_dim.default, (x, d), x)
+            n = self.graph.call_function(aten.sym_size.int, (x, d))
+            pos = self.graph.call_function(aten.arange.default, (n,),
+                                           {"dtype": torch.int64, "device": _val(x).device})
+            past = self.graph.call_function(aten.ge.Tensor, (pos, self.size_input(e)))
+            for _ in range(len(shape) - d - 1):
+                past = self.graph.call_function(aten.unsqueeze.default, (past, -1))
+            x = self._call(aten.masked_fill.Scalar, (x, past, fill), x)
+        return x
+
+    def _embedding(self, node, name):
+        """An embedding flattens its indices: with a varying dimension after
+        another ([b, n] at batch > 1) it runs on the static padded indices
+        (padding set to index 0) and its rows get their true lengths back;
+        its backward adds the padded positions' gradient as zeros."""
+        idx = node.args[1]
+        shape = _shape_exprs(_val(idx))
+        if _leading(shape):
+            return False
+        if name == "embedding_dense_backward" and len(node.args) > 4 and node.args[4]:
+            raise Refused("embedding backward with scale_grad_by_freq counts padded indices")
+        with self.graph.inserting_before(node):
+            if name == "embedding":
+                node.args = (node.args[0], self._static(idx, 0)) + tuple(node.args[2:])
+            else:
+                node.args = (self._static(node.args[0], 0.0), self._static(idx, 0)) + \
+                    tuple(node.args[2:])
+        if name == "embedding":
+            self._rebound(node, shape)
+        return True
+
+    def _rebound(self, node, shape):
+        """Gives the static padded result of `node` its true lengths back:
+        each dimension varying in `shape` (a prefix of its dims)."""
+        added, cur = set(), node
+        for d, e in enumerate(shape):
+            if e.free_symbols:
+                with self.graph.inserting_after(cur):
+                    cur = self._call(torch.ops.tpu._bounded_dim.default,
+                                     (cur, self.size_input(e), d), node)
+                added.add(cur)
+        node.replace_all_uses_with(cur, delete_user_cb=lambda user: user not in added)
+        self.bounded.add(cur)
+
+    def check_outputs(self, output):
+        for n in output.all_input_nodes:
+            if n in self.fine:
+                raise Refused(f"a result keeps a varying dimension merged with one before it "
+                              f"({list(_val(n).shape)})")
 
 
 class Plan:
@@ -456,13 +699,21 @@ class Plan:
             return extra[k]
 
         bounded = set()  # nodes whose value carries an input's padded dimension
+        merges = _Merges(graph, size_input, bounded)
         for node in nodes:
             if node.op == "placeholder":
                 v = _val(node)
                 if isinstance(v, torch.Tensor) and any(symbolic(d) for d in v.shape):
                     bounded.add(node)
                 continue
+            if node.op == "output":
+                merges.check_outputs(node)
             if node.op != "call_function":
+                continue
+            target = node.target
+            name = target._schema.name.split("::")[-1] \
+                if isinstance(target, torch._ops.OpOverload) else None
+            if merges.step(node, name):
                 continue
             _check_node(node)
             inputs = node.all_input_nodes
@@ -590,10 +841,11 @@ class BucketedRunner:
     def __call__(self, *args):
         plan = self.plan
         # Padded inputs are only right inside one program: a graph that ran
-        # its padded form eagerly (a capture that failed, host tensors) would
-        # compute over the padding, so the traced graph runs instead.
+        # its padded form eagerly (a capture that failed, a host tensor too
+        # large to be a constant of the program) would compute over the
+        # padding, so the traced graph runs instead.
         if self.failed or any(isinstance(a, torch.Tensor) and a.device.type != "tpu"
-                              for a in args):
+                              and not self.runner.bakes_in(a) for a in args):
             return self._eager(args)
         actual = plan.values(args)
         bucket = {s: bucket_of(v, *self.bounds[s], self.num, self.size)
