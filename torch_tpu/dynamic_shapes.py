@@ -214,6 +214,7 @@ _SAFE = {
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
     "native_layer_norm", "native_layer_norm_backward", "split_with_sizes", "split",
     "slice", "select", "mean", "copy", "cat", "stack", "convert_element_type", "index",
+    "true_divide", "cumsum", "gather",
 }
 # Scalar overloads whose Scalar operand may be a size: rewritten to their
 # Tensor overload with the size as a 0-d tensor computed per call.
@@ -396,8 +397,14 @@ def _check_node(node):
             if idx is not None and symbolic(x.shape[d]) and not _iota_of(idx, x.shape[d]):
                 raise Refused(f"an index along a varying dimension that is not arange of its "
                               f"size ({node.format_node()})")
+    elif name == "gather":  # out[..., j, ...] = x[..., idx[..., j, ...], ...] along dim
+        dim = args[1] % max(x.dim(), 1)
+        if symbolic(x.shape[dim]) and not _iota_of(args[2], x.shape[dim]):
+            raise Refused(f"a gather along a varying dimension whose index is not arange of "
+                          f"its size ({node.format_node()})")
     elif name == "select":
-        _check_dims(node, x, [args[1]])
+        if args[2] != 0:  # the first position (BERT's pooler) is always a valid one
+            _check_dims(node, x, [args[1]])
     elif name in ("cat", "stack"):
         dim = args[1] if len(args) > 1 else node.kwargs.get("dim", 0)
         first = _val(args[0][0])
@@ -414,7 +421,8 @@ def _check_node(node):
 
 
 def _size_arg_ok(schema_arg):
-    return "SymInt" in str(schema_arg.type) or str(schema_arg.type).startswith("int")
+    t = str(schema_arg.type)  # a SymInt prints as int ("Optional[int]" for SymInt?)
+    return "SymInt" in t or t.startswith("int") or t == "Optional[int]"
 
 
 # ---- varying dimensions merged with one before them ----------------------------
@@ -426,7 +434,7 @@ _ROWWISE = {
     "convert_element_type", "cos", "detach", "div", "eq", "erf", "exp", "expm1", "ge", "gelu",
     "gt", "le", "log", "log1p", "lt", "masked_fill", "maximum", "minimum", "mul", "ne", "neg",
     "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "sign", "silu", "sin", "sqrt", "square",
-    "sub", "tanh", "where", "_to_copy",
+    "sub", "tanh", "true_divide", "where", "_to_copy",
 }
 
 
@@ -471,6 +479,7 @@ class _Merges:
     def __init__(self, graph, size_input, bounded):
         self.graph, self.size_input, self.bounded = graph, size_input, bounded
         self.fine = {}  # node -> its shape with every varying dimension on its own
+        self.parts = {}  # node with several results -> each result's fine shape
 
     def _call(self, target, args, like):
         n = self.graph.call_function(target, args)
@@ -483,6 +492,9 @@ class _Merges:
             return self._view(node)
         if name in ("embedding", "embedding_dense_backward"):
             return self._embedding(node, name)
+        if node.target is operator.getitem and node.args[0] in self.parts:
+            self.fine[node] = self.parts[node.args[0]][node.args[1]]
+            return True
         merged = [i for i in node.all_input_nodes if i in self.fine]
         if not merged:
             return False
@@ -490,31 +502,64 @@ class _Merges:
                f"before it (a linear layer's input at batch > 1)"
         if any(isinstance(a, torch.fx.Node) and symbolic(_val(a)) for a in node.args):
             raise Refused(f"{what} with a size as a value")
-        shape = _shape_exprs(_val(node))
+        x = node.args[0]
         if name in ("mm", "addmm"):
-            a, w = node.args[-2], node.args[-1]
+            x, w = node.args[-2], node.args[-1]
             bias = node.args[0] if name == "addmm" else None
-            groups = _groups(self.fine[a], _shape_exprs(_val(a))) if a in self.fine else None
-            if (groups is None or w in self.fine or _varies(w)
-                    or (bias is not None and (bias in self.fine or _varies(bias)))
-                    or any(self.fine[a][i].free_symbols for i in groups[1])):
+            if (x not in self.fine or set(self._rows(x)) != {0} or w in self.fine or _varies(w)
+                    or (bias is not None and (bias in self.fine or _varies(bias)))):
                 raise Refused(f"{what}: a matmul that contracts over the merged positions")
-            self.fine[node] = [self.fine[a][i] for i in groups[0]] + [shape[1]]
+            self._keep(node, self._rows(x))
             return True
-        if name in _ROWWISE:
-            first = merged[0]
+        if name in _ROWWISE and isinstance(_val(node), torch.Tensor):
+            rank = _val(node).dim()
+            rows = self._rows(merged[0])
             for i in node.all_input_nodes:
                 if i in self.fine:
-                    if self.fine[i] != self.fine[first] or not all(
-                            _same(x, y) for x, y in zip(_shape_exprs(_val(i)), shape)):
+                    if _val(i).dim() != rank or self._rows(i) != rows:
                         raise Refused(f"{what}, broadcast against it")
                 elif _varies(i):
                     raise Refused(f"{what} and a tensor with a varying dimension")
-            if len(shape) != len(_shape_exprs(_val(first))):
-                raise Refused(f"{what}, broadcast to more dimensions")
-            self.fine[node] = self.fine[first]
+            self._keep(node, rows)
             return True
-        raise Refused(f"{what}: only matmuls over its rows and elementwise ops are exact there")
+        if x not in self.fine:
+            raise Refused(f"{what}: only matmuls over its rows and row-wise ops are exact there")
+        rows, rank = self._rows(x), _val(x).dim()
+        if name in ("sum", "mean", "amax", "amin", "_softmax", "_log_softmax") and \
+                len(node.args) > 1:
+            dims = node.args[1] if isinstance(node.args[1], (list, tuple)) else [node.args[1]]
+            dims = {d % rank for d in dims}
+            keep = name.startswith("_") or (node.args[2] if len(node.args) > 2
+                                            else node.kwargs.get("keepdim", False))
+            if dims and not dims & set(rows):
+                self._keep(node, {k - (0 if keep else sum(d < k for d in dims)): v
+                                  for k, v in rows.items()})
+                return True
+        if name == "native_layer_norm" and not set(range(rank - len(node.args[1]), rank)) & set(rows):
+            self.parts[node] = [self._fine_of(_val(part).shape, rows) for part in _val(node)]
+            return True
+        raise Refused(f"{what}: only matmuls over its rows and row-wise ops are exact there")
+
+    def _rows(self, n):
+        """{dim of n: the fine dims merged into it} for its dims that hold
+        merged varying positions."""
+        fine = self.fine[n]
+        groups = _groups(fine, _shape_exprs(_val(n)))
+        if groups is None:
+            raise Refused(f"a merged tensor changed shape unexpectedly ({list(_val(n).shape)})")
+        return {k: [fine[j] for j in g] for k, g in enumerate(groups)
+                if any(fine[j].free_symbols for j in g)}
+
+    @staticmethod
+    def _fine_of(shape, rows):
+        out = []
+        for k, e in enumerate(shape):
+            out += rows[k] if k in rows else [_expr(e)]
+        return out
+
+    def _keep(self, node, rows):
+        """`node` holds merged positions in its dims `rows`."""
+        self.fine[node] = self._fine_of(_val(node).shape, rows)
 
     def _view(self, node):
         x = node.args[0]
@@ -536,7 +581,7 @@ class _Merges:
             self.fine[node] = fine
             return True
         if _reshape_keeps_offsets(fine, out):  # splits the merged dimensions again
-            self._rebound(node, out)
+            self.rebound(node, out)
             return True
         if _groups(fine, out) is None:
             raise Refused(f"a reshape splits a merged dimension other than back into its parts "
@@ -579,10 +624,10 @@ class _Merges:
                 node.args = (self._static(node.args[0], 0.0), self._static(idx, 0)) + \
                     tuple(node.args[2:])
         if name == "embedding":
-            self._rebound(node, shape)
+            self.rebound(node, shape)
         return True
 
-    def _rebound(self, node, shape):
+    def rebound(self, node, shape):
         """Gives the static padded result of `node` its true lengths back:
         each dimension varying in `shape` (a prefix of its dims)."""
         added, cur = set(), node
@@ -740,6 +785,15 @@ class Plan:
                     new_args[k] = size_input(_expr(_val(a)))
                     node.target = _SCALAR_TO_TENSOR[target]
             node.args = tuple(new_args)
+            if target is aten.slice.Tensor:
+                # A static tensor sliced to a size (a buffer of positions cut to
+                # the length): the padded graph takes the bucket's length of it,
+                # so the result gets its true length like an input.
+                x, out = _val(node.args[0]), _val(node)
+                dim = (node.args[1] if len(node.args) > 1 else 0) % x.dim()
+                if symbolic(out.shape[dim]) and not symbolic(x.shape[dim]):
+                    merges.rebound(node, [_expr(e) if d == dim else sympy.Integer(1)
+                                          for d, e in enumerate(out.shape)])
             if target is aten.embedding_dense_backward.default:
                 self._mask_scatter_rows(graph, node, size_input)
             if target in (aten.mean.dim, aten.mean.default):

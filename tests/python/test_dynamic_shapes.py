@@ -270,6 +270,27 @@ def test_embedding_with_batch_and_length_varying_equals_cpu():
     assert per_graph and all(c == 1 for b in per_graph.values() for c in b.values()), per_graph
 
 
+def test_row_wise_ops_on_merged_positions_bucket():
+    # On [b*n, d]: layer norm, softmax and a mean over d treat each merged
+    # position on its own; the view back to [b, n, d] gives n back.
+    torch.manual_seed(0)
+    lin, ln = nn.Linear(4, 6), nn.LayerNorm(6)
+    lin_tpu, ln_tpu = copy.deepcopy(lin).to("tpu"), copy.deepcopy(ln).to("tpu")
+
+    def f(lin, ln, x):
+        h = ln(lin(x).flatten(0, 1))
+        h = torch.softmax(h, -1) * h.mean(-1, keepdim=True)
+        return h.view(x.shape[0], x.shape[1], -1).sum(1)
+
+    compiled = torch.compile(f, backend="tpu")
+    for n in LENGTHS[:5]:
+        x = torch.randn(3, n, 4)
+        with torch.no_grad():
+            assert_same(compiled(lin_tpu, ln_tpu, torch.tpu.mark_dynamic(x.to("tpu"), 1, 1, UPPER)),
+                        f(lin, ln, x), atol=1e-5, rtol=1e-5)
+    assert_one_program_per_bucket()
+
+
 def test_reducing_a_merged_dimension_is_refused():
     torch.manual_seed(0)
     lin = nn.Linear(4, 3)
@@ -332,26 +353,53 @@ def test_gather_with_other_indices_along_a_varying_dimension_is_refused():
     assert not bucket_captures()
 
 
-def test_transformers_llama_with_mask_at_batch_two_buckets():
+def _tiny_transformers_model(family):
     transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
-                                      num_hidden_layers=1, num_attention_heads=2,
-                                      num_key_value_heads=1, max_position_embeddings=64)
+    small = dict(vocab_size=64, max_position_embeddings=64)
+    if family == "llama":
+        return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+            num_key_value_heads=1, **small))
+    if family == "gpt2":
+        return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=64, n_positions=64, n_embd=32, n_layer=1, n_head=2))
+    if family == "bert":
+        return transformers.BertModel(transformers.BertConfig(
+            hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+            **small))
+    return transformers.OPTForCausalLM(transformers.OPTConfig(
+        hidden_size=32, ffn_dim=64, num_hidden_layers=1, num_attention_heads=2,
+        word_embed_proj_dim=32, **small))
+
+
+def _model_outputs(out):
+    if hasattr(out, "logits"):
+        return [out.logits]
+    return [out.last_hidden_state, out.pooler_output]
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2", "bert", "opt"])
+def test_transformers_models_with_mask_at_batch_two_bucket(family):
+    # What each family's graph has: transformers' masks gathered by arange
+    # (llama), a true_divide (gpt2), a position buffer sliced to the length,
+    # a gather and the pooler's first position (bert), cumsum positions and
+    # layer norm on [b*n, d] (opt); all at batch 2 under dynamic=True.
     torch.manual_seed(0)
-    cpu_model = transformers.LlamaForCausalLM(config).eval()
+    cpu_model = _tiny_transformers_model(family).eval()
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
     compiled = torch.compile(tpu_model, backend="tpu", dynamic=True)
     for n in (5, 9, 13, 30):
-        ids = torch.randint(0, 64, (2, n))
+        ids = torch.randint(1, 64, (2, n))
         mask = torch.ones_like(ids)
         mask[0, :2] = 0  # left padding in the first row
         with torch.no_grad():
-            out = compiled(ids.to("tpu"), attention_mask=mask.to("tpu")).logits
-            assert_same(out, cpu_model(ids, attention_mask=mask).logits, atol=1e-5, rtol=1e-5)
+            out = _model_outputs(compiled(ids.to("tpu"), attention_mask=mask.to("tpu")))
+            assert_same(out, _model_outputs(cpu_model(ids, attention_mask=mask)),
+                        atol=1e-5, rtol=1e-5)
     per_graph = bucket_captures()
     assert len(per_graph) == 1, per_graph
-    assert all(c == 1 for c in next(iter(per_graph.values())).values()), per_graph
-    assert len(next(iter(per_graph.values()))) == 2, per_graph  # lengths up to 16, up to 32
+    per_bucket = next(iter(per_graph.values()))
+    assert all(c == 1 for c in per_bucket.values()) and len(per_bucket) <= 3, per_graph
 
 
 def test_dynamic_true_buckets_without_marks():
