@@ -15,18 +15,17 @@ copy.
 
 A reshape that merges a varying dimension with one before it ([b, n, d] ->
 [b*n, d]: every linear layer at batch > 1, and an embedding's [b, n]
-indices) would let XLA compact the valid elements, which no later split
-can undo; such a tensor runs in its static padded form until the reshape
-that splits it again (`_Merges`), where only row-wise ops are exact.
+indices) would let XLA pack the valid elements at the front, which no later
+split can undo; such a tensor runs in its static padded form while the ops
+treat each position on its own, and takes XLA's packed form where one reads
+across positions, leaves the graph or is saved for the backward (`_Merges`).
 
 What cannot be bucketed exactly is refused, never approximated: a graph
-with an op outside the list below, a slice or concatenation along a varying
-dimension, a gather along one with indices other than arange of its size, a
-size used as a value other than a Scalar operand, a reduction over merged
-positions, or a result that keeps them merged (a training graph at batch > 1
-hands its backward such a tensor) runs specialized per size, as before,
-with one warning naming the reason. docs/design.md ("Varying sizes") has
-the reasons.
+with an op outside the list below, a slice, pad or concatenation along a
+varying dimension, a gather along one with indices other than arange of its
+size, or a size used as a value other than a Scalar operand runs specialized
+per size, as before, with one warning naming the reason. docs/design.md
+("Varying sizes") has the reasons.
 """
 import math
 import operator
@@ -464,22 +463,28 @@ def _varies(n):
 
 class _Merges:
     """A reshape that merges a varying dimension with one before it ([b, n, d]
-    -> [b*n, d]: every linear layer at batch > 1) would let XLA compact the
-    valid elements, which a later split cannot undo. Instead the tensor is
-    made static first (its padded layout, `_static_dim`), the reshape and the
-    ops after it run on the static padded tensor, and the reshape that splits
-    the dimensions again gives them back their true lengths
-    (`_bounded_dim`). In between, only ops that treat each merged position
-    on its own are allowed: matmuls whose rows are the merged positions and
-    elementwise ops. A reduction or contraction over the padded positions, or
-    a result still merged, is refused."""
+    -> [b*n, d]: every linear layer at batch > 1) would let XLA pack the
+    valid elements at the front (row (i, j) at i*n + j), which a later split
+    cannot undo. Two forms of such a tensor are kept apart:
+
+    - static padded (`fine`): made static before the merge (`_static_dim`,
+      row (i, j) at i*B + j); matmuls over its rows, elementwise ops and
+      reductions over other dims keep it so, and the reshape that splits the
+      dimensions again gives them their true lengths back (`_bounded_dim`);
+    - packed (`compact`): bounded again and merged by XLA, which masks the
+      padded rows; what reads across positions (a sum over them, a weight's
+      gradient, a loss), a result and a tensor saved for the backward take
+      it. A packed tensor split into [b, n] (the backward's gradients)
+      becomes static padded again by a gather (`expand`)."""
 
     VIEWS = ("view", "_unsafe_view", "reshape")
 
-    def __init__(self, graph, size_input, bounded):
+    def __init__(self, graph, size_input, size_node, bounded):
         self.graph, self.size_input, self.bounded = graph, size_input, bounded
+        self.size_node = size_node  # a size symbol -> a graph value of its padded size
         self.fine = {}  # node -> its shape with every varying dimension on its own
         self.parts = {}  # node with several results -> each result's fine shape
+        self.compacted = {}  # node -> its compacted form (compact)
 
     def _call(self, target, args, like):
         n = self.graph.call_function(target, args)
@@ -498,32 +503,35 @@ class _Merges:
         merged = [i for i in node.all_input_nodes if i in self.fine]
         if not merged:
             return False
-        what = f"{node.target} on a tensor whose varying dimension a reshape merged with one " \
-               f"before it (a linear layer's input at batch > 1)"
+        if not self._row_wise(node, name, merged):
+            self._compact_args(node)  # the op reads across merged positions: XLA masks them
+            return False
+        return True
+
+    def _row_wise(self, node, name, merged):
+        """Records `node` as static padded when it treats each merged
+        position on its own (False when it does not)."""
         if any(isinstance(a, torch.fx.Node) and symbolic(_val(a)) for a in node.args):
-            raise Refused(f"{what} with a size as a value")
+            return False  # a size as a value: the general rewrite handles it
         x = node.args[0]
         if name in ("mm", "addmm"):
             x, w = node.args[-2], node.args[-1]
             bias = node.args[0] if name == "addmm" else None
             if (x not in self.fine or set(self._rows(x)) != {0} or w in self.fine or _varies(w)
                     or (bias is not None and (bias in self.fine or _varies(bias)))):
-                raise Refused(f"{what}: a matmul that contracts over the merged positions")
+                return False
             self._keep(node, self._rows(x))
             return True
         if name in _ROWWISE and isinstance(_val(node), torch.Tensor):
             rank = _val(node).dim()
             rows = self._rows(merged[0])
-            for i in node.all_input_nodes:
-                if i in self.fine:
-                    if _val(i).dim() != rank or self._rows(i) != rows:
-                        raise Refused(f"{what}, broadcast against it")
-                elif _varies(i):
-                    raise Refused(f"{what} and a tensor with a varying dimension")
+            if any((_val(i).dim() != rank or self._rows(i) != rows) if i in self.fine
+                   else _varies(i) for i in node.all_input_nodes):
+                return False
             self._keep(node, rows)
             return True
         if x not in self.fine:
-            raise Refused(f"{what}: only matmuls over its rows and row-wise ops are exact there")
+            return False
         rows, rank = self._rows(x), _val(x).dim()
         if name in ("sum", "mean", "amax", "amin", "_softmax", "_log_softmax") and \
                 len(node.args) > 1:
@@ -538,7 +546,68 @@ class _Merges:
         if name == "native_layer_norm" and not set(range(rank - len(node.args[1]), rank)) & set(rows):
             self.parts[node] = [self._fine_of(_val(part).shape, rows) for part in _val(node)]
             return True
-        raise Refused(f"{what}: only matmuls over its rows and row-wise ops are exact there")
+        return False
+
+    def _compact_args(self, node):
+        with self.graph.inserting_before(node):
+            packed = {i: self.compact(i) for i in node.all_input_nodes if i in self.fine}
+        node.args = torch.fx.node.map_arg(node.args, lambda a: packed.get(a, a))
+        node.kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: packed.get(a, a))
+
+    def compact(self, n):
+        """The static padded `n` in XLA's form: its varying dimensions bounded
+        again, then merged by XLA, which packs the valid positions at the
+        front in order (row (i, j) at i*n + j). A reduction or contraction
+        over them, a result and a tensor saved for the backward take this
+        form; `expand` is its inverse."""
+        if n in self.compacted:
+            return self.compacted[n]
+        fine, coarse = self.fine[n], _shape_exprs(_val(n))
+        rows = self._rows(n)
+        if len(rows) != 1:
+            raise Refused(f"a tensor holds merged varying positions in several dimensions "
+                          f"({list(_val(n).shape)})")
+        v = self.graph.call_function(aten.view.default, (n, [self.size_node(e) for e in fine]))
+        for d, e in enumerate(fine):
+            if e.free_symbols:
+                v = self.graph.call_function(torch.ops.tpu._bounded_dim.default,
+                                             (v, self.size_input(e), d))
+        sizes = [-1 if k in rows else self.size_node(e) for k, e in enumerate(coarse)]
+        c = self._call(aten.view.default, (v, sizes), n)
+        self.bounded.add(c)
+        self.compacted[n] = c
+        return c
+
+    def expand(self, x, fine):
+        """XLA's packed form of a merged dimension of `x` (a saved tensor, a
+        gradient) in the static padded layout of `fine`, its refinement: the
+        padded position (i, j) of [b, n] reads packed row i*n + j (each
+        index times the true sizes after it)."""
+        coarse = _shape_exprs(_val(x))
+        groups = _groups(fine, coarse)
+        merged = [k for k, g in enumerate(groups) if any(fine[j].free_symbols for j in g)]
+        if len(merged) != 1:
+            raise Refused(f"a reshape splits packed varying positions in several dimensions "
+                          f"({list(_val(x).shape)} -> {fine})")
+        k, g = merged[0], groups[merged[0]]
+        graph, device = self.graph, _val(x).device
+        pos, stride = None, []  # stride: the true sizes after the current dim
+        for t in reversed(range(len(g))):
+            e = fine[g[t]]
+            idx = graph.call_function(aten.arange.default, (self.size_node(e),),
+                                      {"dtype": torch.int64, "device": device})
+            for _ in range(len(g) - 1 - t):
+                idx = graph.call_function(aten.unsqueeze.default, (idx, -1))
+            for f in stride:
+                idx = graph.call_function(aten.mul.Tensor if isinstance(f, torch.fx.Node)
+                                          else aten.mul.Scalar, (idx, f))
+            pos = idx if pos is None else graph.call_function(aten.add.Tensor, (idx, pos))
+            stride.append(self.size_input(e) if e.free_symbols else int(e))
+        pos = graph.call_function(aten.view.default, (pos, [-1]))
+        s = graph.call_function(torch.ops.tpu._static_dim.default, (x, k))
+        a = self._call(aten.index_select.default, (s, k, pos), x)
+        self.fine[a] = fine
+        return a
 
     def _rows(self, n):
         """{dim of n: the fine dims merged into it} for its dims that hold
@@ -570,8 +639,13 @@ class _Merges:
             if _reshape_keeps_offsets(fine, out) or not any(e.free_symbols for e in fine):
                 return False  # an ordinary reshape of a bounded tensor
             if _groups(fine, out) is None:
-                raise Refused(f"a reshape merges and splits a varying dimension at once "
-                              f"({list(_val(x).shape)} -> {list(_val(node).shape)})")
+                if _groups(out, fine) is None:
+                    raise Refused(f"a reshape merges and splits a varying dimension at once "
+                                  f"({list(_val(x).shape)} -> {list(_val(node).shape)})")
+                with self.graph.inserting_before(node):  # splits XLA's packed form
+                    node.args = (self.expand(x, out),) + tuple(node.args[1:])
+                self.rebound(node, out)
+                return True
             with self.graph.inserting_before(node):
                 s = x
                 for d, e in enumerate(fine):
@@ -640,11 +714,10 @@ class _Merges:
         node.replace_all_uses_with(cur, delete_user_cb=lambda user: user not in added)
         self.bounded.add(cur)
 
-    def check_outputs(self, output):
-        for n in output.all_input_nodes:
-            if n in self.fine:
-                raise Refused(f"a result keeps a varying dimension merged with one before it "
-                              f"({list(_val(n).shape)})")
+    def compact_outputs(self, output):
+        """Results leave in XLA's packed form: their valid part is then the
+        front of the padded result, as any bounded result's is."""
+        self._compact_args(output)
 
 
 class Plan:
@@ -744,7 +817,19 @@ class Plan:
             return extra[k]
 
         bounded = set()  # nodes whose value carries an input's padded dimension
-        merges = _Merges(graph, size_input, bounded)
+        placeholders = [n for n in nodes if n.op == "placeholder"]
+
+        def size_node(e):  # a size's padded value inside the graph
+            if not e.free_symbols:
+                return int(e)
+            if e not in self.binders:
+                raise Refused(f"the size {e} is needed as a value but is no input's size")
+            i, d = self.binders[e]
+            if d is None:
+                return placeholders[i]
+            return graph.call_function(aten.sym_size.int, (placeholders[i], d))
+
+        merges = _Merges(graph, size_input, size_node, bounded)
         for node in nodes:
             if node.op == "placeholder":
                 v = _val(node)
@@ -752,7 +837,7 @@ class Plan:
                     bounded.add(node)
                 continue
             if node.op == "output":
-                merges.check_outputs(node)
+                merges.compact_outputs(node)
             if node.op != "call_function":
                 continue
             target = node.target

@@ -201,24 +201,41 @@ def test_training_step_over_lengths_matches_cpu_gradients(batch):
     cpu_model = TinyGPT()
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
     compiled = torch.compile(tpu_model, backend="tpu")
-    lengths = LENGTHS if batch == 1 else LENGTHS[:3]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        train_over_lengths(cpu_model, tpu_model, compiled, batch, lengths)
-    if batch > 1:
-        # The forward hands the backward a linear layer's input as [b*n, d],
-        # varying positions merged after the batch, which no layout of a
-        # bucket can give back: refused, one program per size instead.
-        assert any("compiles once per size" in str(w.message) and "merged" in str(w.message)
-                   for w in caught), [str(w.message) for w in caught]
-        assert not bucket_captures()
-        return
-    # forward and backward: at most one program per bucket each
+        train_over_lengths(cpu_model, tpu_model, compiled, batch, LENGTHS)
+    assert not [w for w in caught if "once per size" in str(w.message)], \
+        [str(w.message) for w in caught]
+    # forward and backward: at most one program per bucket each (at batch 2
+    # the forward saves linear layers' inputs in XLA's packed form, and the
+    # backward splits the loss gradient back out of it)
     per_graph = bucket_captures()
     assert len(per_graph) == 2, per_graph
     for graph, per_bucket in per_graph.items():
         assert all(c == 1 for c in per_bucket.values()), (graph, per_bucket)
         assert len(per_bucket) <= 4
+
+
+def test_training_with_batch_and_length_varying_matches_cpu_gradients():
+    # dynamic=True: the batch varies too, so XLA's packed rows of [b*n, d]
+    # are i*n + j over two bounded sizes.
+    torch.manual_seed(0)
+    cpu_model = TinyGPT()
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+    compiled = torch.compile(tpu_model, backend="tpu", dynamic=True)
+    for b, n in ((2, 5), (3, 9), (2, 13), (4, 7), (3, 30)):
+        ids, targets = torch.randint(0, 13, (b, n)), torch.randint(0, 13, (b, n))
+        loss = cpu_model(ids, targets)
+        loss.backward()
+        loss_t = compiled(ids.to("tpu"), targets.to("tpu"))
+        loss_t.backward()
+        assert_same(loss_t, loss.detach(), atol=1e-5, rtol=1e-5)
+        for p, pt in zip(cpu_model.parameters(), tpu_model.parameters()):
+            assert_same(pt.grad, p.grad, atol=2e-5, rtol=1e-4)
+            p.grad = pt.grad = None
+    per_graph = bucket_captures()
+    assert len(per_graph) == 2 and all(c == 1 for g in per_graph.values() for c in g.values()), \
+        per_graph
 
 
 def train_over_lengths(cpu_model, tpu_model, compiled, batch, lengths):
@@ -291,25 +308,20 @@ def test_row_wise_ops_on_merged_positions_bucket():
     assert_one_program_per_bucket()
 
 
-def test_reducing_a_merged_dimension_is_refused():
+def test_reducing_merged_positions_and_returning_them():
+    # A sum over [b*n, 3] and a [b*n, 3] result: both take XLA's packed
+    # form (valid rows first, in order), where it masks the padded rows.
     torch.manual_seed(0)
     lin = nn.Linear(4, 3)
     lin_tpu = copy.deepcopy(lin).to("tpu")
 
-    def f(m, x):  # the sum runs over [b*n, 3]: padded rows would be added
-        return m(x).flatten(0, 1).sum(0)
+    def f(m, x):
+        h = m(x).flatten(0, 1)
+        return h.sum(0), h * 2
 
-    compiled = torch.compile(f, backend="tpu")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for n in (3, 6):
-            x = torch.randn(2, n, 4)
-            with torch.no_grad():
-                out = compiled(lin_tpu, torch.tpu.mark_dynamic(x.to("tpu"), 1, 1, UPPER))
-                assert_same(out, f(lin, x), atol=1e-5, rtol=1e-5)
-    assert any("merged" in str(w.message) and "compiles once per size" in str(w.message)
-               for w in caught), [str(w.message) for w in caught]
-    assert not bucket_captures()
+    run_lengths(lambda x: f(lin_tpu if x.device.type == "tpu" else lin, x),
+                lambda n: [torch.randn(2, n, 4)], [1])
+    assert_one_program_per_bucket()
 
 
 def test_small_host_tensor_arguments_stay_bucketed():
