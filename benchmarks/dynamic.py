@@ -10,6 +10,7 @@ past --budget-s stops and reports how many steps it finished.
     python benchmarks/dynamic.py                  # 200 steps
     python benchmarks/dynamic.py --steps 40       # quick
     python benchmarks/dynamic.py --smoke          # tiny, for tests
+    python benchmarks/dynamic.py --batch 4        # batch > 1: results/dynamic_batch4.*
 
 Configurations: CPU eager; Inductor with dynamic=True (CPU); tpu Strict
 Eager; tpu Fused Eager; torch.compile(backend="tpu") with dynamic=False
@@ -116,13 +117,14 @@ def main():
                    help="per configuration and kind; a slower one stops there")
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--kinds", default="forward,train")
+    p.add_argument("--batch", type=int, default=1,
+                   help="sequences per step (above 1, every linear layer merges the varying "
+                        "length with the batch)")
     p.add_argument("--config", help=argparse_suppress())
     p.add_argument("--kind", help=argparse_suppress())
     args = p.parse_args()
-    # Batch 1: with b > 1 every linear layer's [b, n, d] -> [b*n, d] merges the
-    # varying length with the batch, which bucketing refuses (docs/design.md).
-    size = dict(vocab=64, dim=32, layers=1, heads=2, batch=1, max_len=32) if args.smoke else \
-        dict(vocab=256, dim=64, layers=2, heads=4, batch=1, max_len=MAX_LEN)
+    size = dict(vocab=64, dim=32, layers=1, heads=2, max_len=32) if args.smoke else \
+        dict(vocab=256, dim=64, layers=2, heads=4, max_len=MAX_LEN)
     if args.smoke:  # the bucketed side against CPU; the others take minutes to compile
         args.steps = min(args.steps, 4)
         if args.configs == ",".join(CONFIGS):
@@ -137,7 +139,8 @@ def main():
     for kind in args.kinds.split(","):
         for name in args.configs.split(","):
             cmd = [sys.executable, __file__, "--config", name, "--kind", kind,
-                   "--steps", str(args.steps), "--budget-s", str(args.budget_s)]
+                   "--steps", str(args.steps), "--budget-s", str(args.budget_s),
+                   "--batch", str(args.batch)]
             cmd += ["--smoke"] if args.smoke else []
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if proc.returncode != 0:
@@ -164,7 +167,8 @@ def main():
                        "compiles", "CPU eager time / this"], rows)
     settings = {k: getattr(args, k) for k in ("steps", "budget_s", "vocab", "dim", "layers",
                                               "heads", "batch", "max_len")}
-    common.write_results(args.out, "dynamic", {"smoke": args.smoke, "settings": settings,
+    name = "dynamic" if args.batch == 1 else f"dynamic_batch{args.batch}"
+    common.write_results(args.out, name, {"smoke": args.smoke, "settings": settings,
                                                "rows": rows, "results": results,
                                                "lengths": lengths(args.steps, upper=args.max_len)},
                          md)
