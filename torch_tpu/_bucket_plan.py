@@ -320,6 +320,8 @@ class _Merges:
             return self._view(node)
         if name in ("embedding", "embedding_dense_backward"):
             return self._embedding(node, name)
+        if name in ("slice", "slice_backward", "constant_pad_nd"):
+            return self._edge(node, name)
         if node.target is operator.getitem and node.args[0] in self.parts:
             self.fine[node] = self.parts[node.args[0]][node.args[1]]
             return True
@@ -502,6 +504,69 @@ class _Merges:
                 past = self.graph.call_function(aten.unsqueeze.default, (past, -1))
             x = self._call(aten.masked_fill.Scalar, (x, past, fill), x)
         return x
+
+    def _edge(self, node, name):
+        """Ops at the ends of a varying dimension: a slice dropping its first
+        positions (`labels[..., 1:]`), its backward (the gradient placed
+        after them) and a constant pad
+        (`F.pad(labels, (0, 1), value=-100)`). They
+        run on the static padded tensor (the padding lands past the true
+        length, where nothing reads), a right pad writes its value at the
+        true end, and the result gets its true length back."""
+        x, args = node.args[0], list(node.args)
+        xv, out = _val(x), _val(node)
+        if not _varies(x) or x in self.fine:
+            return False
+        dims = [d for d in range(xv.dim()) if symbolic(xv.shape[d])]
+        if name == "slice":
+            dim, start = args[1] % xv.dim(), (args[2] if len(args) > 2 else 0) or 0
+            end, step = args[3] if len(args) > 3 else None, args[4] if len(args) > 4 else 1
+            full = end is None or (isinstance(end, int) and end >= 2 ** 62) or (
+                isinstance(end, torch.fx.Node) and _same(_expr(_val(end)), _expr(xv.shape[dim])))
+            if dim not in dims or not (isinstance(start, int) and start > 0 and full and step == 1):
+                return False
+        elif name == "slice_backward":  # (grad, input_sizes, dim, start, end, step)
+            dim, start, end, step = args[2] % xv.dim(), args[3], args[4], args[5]
+            full = (isinstance(end, int) and end >= 2 ** 62) or (
+                isinstance(end, torch.fx.Node) and _same(_expr(_val(end)), _expr(out.shape[dim])))
+            if dim not in dims or not (isinstance(start, int) and start >= 0 and full and step == 1):
+                return False  # refused by _check_node
+        else:  # constant_pad_nd(x, [left, right] from the last dim on, value)
+            pads = list(args[1])
+            if any(not isinstance(p, int) or p < 0 for p in pads):
+                return False
+            right = {xv.dim() - 1 - i // 2: pads[i] for i in range(1, len(pads), 2)}
+            left = {xv.dim() - 1 - i // 2: pads[i] for i in range(0, len(pads), 2)}
+            if not any(left.get(d, 0) or right.get(d, 0) for d in dims):
+                return False
+        with self.graph.inserting_before(node):
+            s = x
+            for d in dims:
+                s = self._call(torch.ops.tpu._static_dim.default, (s, d), x)
+            node.args = (s,) + tuple(args[1:])
+        if name == "constant_pad_nd":
+            value = args[2] if len(args) > 2 else node.kwargs.get("value", 0)
+            created, cur = set(), node
+            with self.graph.inserting_before(node.next):
+                for d in dims:
+                    if not right.get(d, 0):
+                        continue
+                    end = self.size_input(_expr(xv.shape[d]) + left.get(d, 0))
+                    n = self.graph.call_function(aten.sym_size.int, (node, d))
+                    pos = self.graph.call_function(aten.arange.default, (n,), {
+                        "dtype": torch.int64, "device": xv.device})
+                    past = self.graph.call_function(aten.ge.Tensor, (pos, end))
+                    created |= {n, pos, past}
+                    for _ in range(xv.dim() - d - 1):
+                        past = self.graph.call_function(aten.unsqueeze.default, (past, -1))
+                        created.add(past)
+                    cur = self._call(aten.masked_fill.Scalar, (cur, past, value), node)
+                    created.add(cur)
+            if cur is not node:
+                node.replace_all_uses_with(cur, delete_user_cb=lambda user: user not in created)
+            node = cur
+        self.rebound(node, _shape_exprs(out))
+        return True
 
     def _embedding(self, node, name):
         """An embedding flattens its indices: with a varying dimension after

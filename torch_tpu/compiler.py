@@ -68,6 +68,7 @@ class _GraphRunner:
         # key of non-tpu arguments -> [(CapturedGraph, template, GraphReplay)]
         self.captured = {}
         self.eager_keys = set()
+        self.captures = 0  # calls that captured (dynamic_shapes.BucketedRunner reads it)
         self.bucket_of_key = None  # set by dynamic_shapes.BucketedRunner: the bucket's label
         # A collective (torch.ops._c10d_functional.*, c10d.*) runs through the
         # process group during capture, so a captured program would replay
@@ -154,6 +155,7 @@ class _GraphRunner:
 
     def _capture(self, args, tensors, key, entries):
         _count("captures")
+        self.captures += 1
         if entries:
             _count("recompiles")
         if self.bucket_of_key is not None:

@@ -21,8 +21,9 @@ treat each position on its own, and takes XLA's packed form where one reads
 across positions, leaves the graph or is saved for the backward (`_Merges`).
 
 What cannot be bucketed exactly is refused, never approximated: a graph
-with an op outside the list in _bucket_plan.py, a slice, pad or concatenation along a
-varying dimension, a gather along one with indices other than arange of its
+with an op outside the list in _bucket_plan.py, a slice or concatenation
+along a varying dimension (other than dropping its first positions or
+padding its end), a gather along one with indices other than arange of its
 size, or a size used as a value other than a Scalar operand runs specialized
 per size, as before, with one warning naming the reason. docs/design.md
 ("Varying sizes") has the reasons.
@@ -259,10 +260,19 @@ class BucketedRunner:
                        if isinstance(a, torch.Tensor) and a.device.type == "tpu"), None)
         sizes = [torch.tensor(int(e.subs(actual)), dtype=torch.int64).to(device)
                  for e in plan.sizes]
-        eager_before = len(self.runner.eager_keys)
-        outs = self.runner(*padded, *sizes)
-        if len(self.runner.eager_keys) > eager_before:
+        eager_before, captures_before = len(self.runner.eager_keys), self.runner.captures
+        try:
+            outs = self.runner(*padded, *sizes)
+        except RuntimeError as error:
+            # A bucket's first call captures and compiles its program: one
+            # XLA rejects (its dynamic padder refusing a form this rewrite
+            # produced) falls back to the traced graph, never to the caller.
+            if self.runner.captures == captures_before:
+                raise
+            self.failed = f"its bucketed program failed to compile ({error})"
+        if self.failed is None and len(self.runner.eager_keys) > eager_before:
             self.failed = "its bucketed capture could not become one program"
+        if self.failed:
             warnings.warn(f"torch_tpu: graph {self.name} runs eagerly at each size: "
                           f"{self.failed}", stacklevel=2)
             return self._eager(args)

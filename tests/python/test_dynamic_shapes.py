@@ -238,6 +238,51 @@ def test_training_with_batch_and_length_varying_matches_cpu_gradients():
         per_graph
 
 
+def test_shifted_labels_loss_buckets():
+    # transformers' causal LM loss: labels padded with the ignore index at the
+    # end of the length, then shifted (`[..., 1:]`).
+    torch.manual_seed(0)
+    head = nn.Linear(8, 11)
+    head_tpu = copy.deepcopy(head).to("tpu")
+
+    def loss(m, h, labels):
+        labels = F.pad(labels, (0, 1), value=-100)[..., 1:]
+        return F.cross_entropy(m(h).flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+    compiled = torch.compile(loss, backend="tpu")
+    for n in LENGTHS:
+        h, labels = torch.randn(2, n, 8), torch.randint(0, 11, (2, n))
+        expected = loss(head, h, labels)
+        expected.backward()
+        ht = torch.tpu.mark_dynamic(h.to("tpu"), 1, 1, UPPER)
+        got = compiled(head_tpu, ht, torch.tpu.mark_dynamic(labels.to("tpu"), 1, 1, UPPER))
+        got.backward()
+        assert_same(got, expected.detach(), atol=1e-5, rtol=1e-5)
+        for p, pt in zip(head.parameters(), head_tpu.parameters()):
+            assert_same(pt.grad, p.grad, atol=2e-5, rtol=1e-4)
+            p.grad = pt.grad = None
+    per_graph = bucket_captures()
+    assert len(per_graph) == 2 and all(c == 1 for g in per_graph.values() for c in g.values()), \
+        per_graph
+
+
+def test_a_bucketed_program_that_fails_to_compile_runs_the_graph_eagerly():
+    compiled = torch.compile(lambda x: torch.softmax(x, 1).sum(0), backend="tpu")
+    x = torch.randn(2, 5)
+    xt = torch.tpu.mark_dynamic(x.to("tpu"), 1, 1, UPPER)
+    xt.cpu()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch_tpu._C._fail_next_flush()  # the capture's program, as if XLA rejected it
+        assert_same(compiled(xt), torch.softmax(x, 1).sum(0), atol=1e-5, rtol=1e-5)
+    assert any("runs eagerly at each size" in str(w.message) and "failed to compile"
+               in str(w.message) for w in caught), [str(w.message) for w in caught]
+    for n in (3, 9):  # later sizes run eagerly too, and right
+        x = torch.randn(2, n)
+        out = compiled(torch.tpu.mark_dynamic(x.to("tpu"), 1, 1, UPPER))
+        assert_same(out, torch.softmax(x, 1).sum(0), atol=1e-5, rtol=1e-5)
+
+
 def train_over_lengths(cpu_model, tpu_model, compiled, batch, lengths):
     for n in lengths:
         ids = torch.randint(0, 13, (batch, n))
