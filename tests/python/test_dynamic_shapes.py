@@ -225,17 +225,9 @@ def test_training_with_batch_and_length_varying_matches_cpu_gradients():
     compiled = torch.compile(tpu_model, backend="tpu", dynamic=True)
     for b, n in ((2, 5), (3, 9), (2, 13), (4, 7), (3, 30)):
         ids, targets = torch.randint(0, 13, (b, n)), torch.randint(0, 13, (b, n))
-        loss = cpu_model(ids, targets)
-        loss.backward()
-        loss_t = compiled(ids.to("tpu"), targets.to("tpu"))
-        loss_t.backward()
-        assert_same(loss_t, loss.detach(), atol=1e-5, rtol=1e-5)
-        for p, pt in zip(cpu_model.parameters(), tpu_model.parameters()):
-            assert_same(pt.grad, p.grad, atol=2e-5, rtol=1e-4)
-            p.grad = pt.grad = None
-    per_graph = bucket_captures()
-    assert len(per_graph) == 2 and all(c == 1 for g in per_graph.values() for c in g.values()), \
-        per_graph
+        assert_step_matches(compiled(ids.to("tpu"), targets.to("tpu")), cpu_model(ids, targets),
+                            cpu_model.parameters(), tpu_model.parameters())
+    assert_one_program_per_bucket(graphs=2)
 
 
 def test_shifted_labels_loss_buckets():
@@ -252,18 +244,10 @@ def test_shifted_labels_loss_buckets():
     compiled = torch.compile(loss, backend="tpu")
     for n in LENGTHS:
         h, labels = torch.randn(2, n, 8), torch.randint(0, 11, (2, n))
-        expected = loss(head, h, labels)
-        expected.backward()
         ht = torch.tpu.mark_dynamic(h.to("tpu"), 1, 1, UPPER)
         got = compiled(head_tpu, ht, torch.tpu.mark_dynamic(labels.to("tpu"), 1, 1, UPPER))
-        got.backward()
-        assert_same(got, expected.detach(), atol=1e-5, rtol=1e-5)
-        for p, pt in zip(head.parameters(), head_tpu.parameters()):
-            assert_same(pt.grad, p.grad, atol=2e-5, rtol=1e-4)
-            p.grad = pt.grad = None
-    per_graph = bucket_captures()
-    assert len(per_graph) == 2 and all(c == 1 for g in per_graph.values() for c in g.values()), \
-        per_graph
+        assert_step_matches(got, loss(head, h, labels), head.parameters(), head_tpu.parameters())
+    assert_one_program_per_bucket(graphs=2)
 
 
 def test_a_bucketed_program_that_fails_to_compile_runs_the_graph_eagerly():
@@ -283,21 +267,25 @@ def test_a_bucketed_program_that_fails_to_compile_runs_the_graph_eagerly():
         assert_same(out, torch.softmax(x, 1).sum(0), atol=1e-5, rtol=1e-5)
 
 
+def assert_step_matches(loss_t, loss, cpu_params, tpu_params):
+    """Backward on both sides; the tpu loss and gradients equal CPU's (the
+    gradients are cleared for the next step)."""
+    loss.backward()
+    loss_t.backward()
+    assert_same(loss_t, loss.detach(), atol=1e-5, rtol=1e-5)
+    for p, pt in zip(cpu_params, tpu_params):
+        assert_same(pt.grad, p.grad, atol=2e-5, rtol=1e-4)
+        p.grad = pt.grad = None
+
+
 def train_over_lengths(cpu_model, tpu_model, compiled, batch, lengths):
     for n in lengths:
         ids = torch.randint(0, 13, (batch, n))
         targets = torch.randint(0, 13, (batch, n))
-        loss = cpu_model(ids, targets)
-        loss.backward()
         ids_t = torch.tpu.mark_dynamic(ids.to("tpu"), 1, 1, UPPER)
         targets_t = torch.tpu.mark_dynamic(targets.to("tpu"), 1, 1, UPPER)
-        loss_t = compiled(ids_t, targets_t)
-        loss_t.backward()
-        assert_same(loss_t, loss.detach(), atol=1e-5, rtol=1e-5)
-        for (name, p), pt in zip(cpu_model.named_parameters(), tpu_model.parameters()):
-            assert_same(pt.grad, p.grad, atol=2e-5, rtol=1e-4), name
-            p.grad = None
-            pt.grad = None
+        assert_step_matches(compiled(ids_t, targets_t), cpu_model(ids, targets),
+                            cpu_model.parameters(), tpu_model.parameters())
 
 
 @pytest.mark.parametrize("batch", [2, 3])
