@@ -318,15 +318,15 @@ class _Merges:
         """Handles `node` when a merge concerns it (True), else False."""
         if name in self.VIEWS:
             return self._view(node)
-        if name in ("embedding", "embedding_dense_backward"):
-            return self._embedding(node, name)
-        if name in ("slice", "slice_backward", "constant_pad_nd"):
-            return self._edge(node, name)
         if node.target is operator.getitem and node.args[0] in self.parts:
             self.fine[node] = self.parts[node.args[0]][node.args[1]]
             return True
         merged = [i for i in node.all_input_nodes if i in self.fine]
         if not merged:
+            if name in ("embedding", "embedding_dense_backward"):
+                return self._embedding(node, name)
+            if name in ("slice", "slice_backward", "constant_pad_nd"):
+                return self._edge(node, name)
             return False
         if not self._row_wise(node, name, merged):
             self._compact_args(node)  # the op reads across merged positions: XLA masks them
@@ -515,7 +515,7 @@ class _Merges:
         true end, and the result gets its true length back."""
         x, args = node.args[0], list(node.args)
         xv, out = _val(x), _val(node)
-        if not _varies(x) or x in self.fine:
+        if not _varies(x):
             return False
         dims = [d for d in range(xv.dim()) if symbolic(xv.shape[d])]
         if name == "slice":

@@ -357,6 +357,21 @@ def test_reducing_merged_positions_and_returning_them():
     assert_one_program_per_bucket()
 
 
+def test_other_ops_on_merged_positions_take_the_packed_form():
+    # A slice along d of [b*n, d] returned as it is: it reads the packed
+    # form (valid rows first), not the padded layout.
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 6)
+    lin_tpu = copy.deepcopy(lin).to("tpu")
+
+    def f(x):
+        m = lin_tpu if x.device.type == "tpu" else lin
+        return m(x).flatten(0, 1)[:, 2:]
+
+    run_lengths(f, lambda n: [torch.randn(2, n, 4)], [1])
+    assert_one_program_per_bucket()
+
+
 def test_small_host_tensor_arguments_stay_bucketed():
     # A graph may take 0-d CPU tensors (constants lifted out of a model):
     # they are baked into the program as in a static graph.
