@@ -225,8 +225,7 @@ def _check_node(node):
             raise Refused(f"a gather along a varying dimension whose index is not arange of "
                           f"its size ({node.format_node()})")
     elif name == "select":
-        if args[2] != 0:  # the first position (BERT's pooler) is always a valid one
-            _check_dims(node, x, [args[1]])
+        _check_dims(node, x, [args[1]])
     elif name in ("cat", "stack"):
         dim = args[1] if len(args) > 1 else node.kwargs.get("dim", 0)
         first = _val(args[0][0])
