@@ -172,6 +172,16 @@ def _iota_of(node, size):
     return False
 
 
+# Ops that work along some dims and treat every position of the others on its
+# own: exact over padded dims they do not work along. name -> (position of
+# the dim argument, its default; None: every dim).
+_ALONG = {
+    "linalg_vector_norm": (2, None), "var": (1, None), "std": (1, None), "max": (1, None),
+    "min": (1, None), "argmax": (1, None), "argmin": (1, None), "sort": (1, -1),
+    "topk": (2, -1),
+}
+
+
 def _check_node(node):
     target = node.target
     if target in _SYM_OPS or (getattr(target, "__module__", "") or "").startswith("torch.fx.experimental"):
@@ -183,7 +193,7 @@ def _check_node(node):
     name = target._schema.name.split("::")[-1]
     if name.endswith("_"):
         name = name[:-1]
-    if name not in _SAFE:
+    if name not in _SAFE and name not in _ALONG:
         raise Refused(f"{target} is not known to be exact over padded dimensions")
     args = node.args
     x = _val(args[0]) if args else None
@@ -209,6 +219,16 @@ def _check_node(node):
                 or (isinstance(end, torch.fx.Node) and symbolic(_val(end))
                     and _expr(_val(end)) == _expr(size)))):
             raise Refused(f"a slice along a varying dimension ({node.format_node()})")
+    elif name in _ALONG:  # exact when the dims it works along do not vary
+        where, default = _ALONG[name]
+        if name == "sort" and "stable" in target._schema.overload_name:
+            where = 2
+        dim = args[where] if len(args) > where else node.kwargs.get("dim", default)
+        if not (dim is None or isinstance(dim, int) or (isinstance(dim, (list, tuple)) and all(
+                isinstance(d, int) for d in dim))):
+            raise Refused(f"{target} is not known to be exact over padded dimensions")
+        dims = range(x.dim()) if dim is None else dim if isinstance(dim, (list, tuple)) else [dim]
+        _check_dims(node, x, dims if len(dims) else range(x.dim()))
     elif name == "index":
         # A gather along a varying dimension is exact when its index there is
         # arange of that dimension's size (a mask built by broadcasting, as

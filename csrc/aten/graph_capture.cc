@@ -211,8 +211,18 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
   TORCH_CHECK(c.active, "tpu: end of a graph capture that was not begun");
   c.active = false;
   std::string flushed = flushes_since(c.flushes, e.metrics().flushes());
-  engine::Program p = in_background ? e.record_program(engine::FlushCause::kCaptureEnd)
-                                     : e.flush_program(engine::FlushCause::kCaptureEnd, /*with_text=*/true);
+  engine::Program p;
+  try {
+    p = in_background ? e.record_program(engine::FlushCause::kCaptureEnd)
+                      : e.flush_program(engine::FlushCause::kCaptureEnd, /*with_text=*/true);
+  } catch (...) {
+    // A flush that fails (XLA rejecting the program) ends the capture all the
+    // same: the engine must not stay in capture mode for the ops after it.
+    c.start_values.clear();
+    e.set_mode(c.previous);
+    e.set_donation(true);
+    throw;
+  }
   e.set_mode(c.previous);
   e.set_donation(true);
   std::vector<engine::ValuePtr> start = std::move(c.start_values);

@@ -385,6 +385,11 @@ MERGED_CASES = {  # ops reading across merged positions, on [b*n, d] from a line
     "cat": lambda h, x: torch.cat([h, x.flatten(0, 1)], 1),
     "logsumexp_rows": lambda h, x: h.logsumexp(-1),
     "first_row": lambda h, x: h[0],  # refused: a static view of a bounded tensor
+    "norm_rows": lambda h, x: F.normalize(h, dim=-1),
+    "var_rows": lambda h, x: h.var(-1),
+    "max_rows": lambda h, x: h.max(-1).values,
+    "sort_rows": lambda h, x: h.sort(-1).values,
+    "var_merged": lambda h, x: h.var(0),  # refused: its count is the padded size
 }
 
 
@@ -398,8 +403,17 @@ def test_ops_on_merged_positions_equal_cpu(case):
         return MERGED_CASES[case]((lin_tpu if x.device.type == "tpu" else lin)(x).flatten(0, 1), x)
 
     run_lengths(f, lambda n: [torch.randn(2, n, 4)], [1], atol=2e-5, rtol=2e-5)
-    if case != "first_row":
+    if case not in ("first_row", "var_merged"):
         assert_one_program_per_bucket()
+
+
+def test_ops_along_a_static_dim_of_a_bounded_tensor():
+    def f(x):  # x [2, n, 5]: each works along the last dim only
+        return (x.var(-1), x.std(-1, correction=0), torch.linalg.vector_norm(x, dim=-1),
+                x.max(-1).values, x.argmin(-1), x.sort(-1).values, x.topk(2).values)
+
+    run_lengths(f, lambda n: [torch.randn(2, n, 5)], [1])
+    assert_one_program_per_bucket()
 
 
 def test_small_host_tensor_arguments_stay_bucketed():
