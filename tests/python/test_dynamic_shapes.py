@@ -265,6 +265,11 @@ def test_a_bucketed_program_that_fails_to_compile_runs_the_graph_eagerly():
         x = torch.randn(2, n)
         out = compiled(torch.tpu.mark_dynamic(x.to("tpu"), 1, 1, UPPER))
         assert_same(out, torch.softmax(x, 1).sum(0), atol=1e-5, rtol=1e-5)
+    # The failed capture ended: eager ops run eagerly again (an index check
+    # reports at the host read, which no capture would).
+    bad = torch.ones(3, device="tpu")[torch.tensor([7]).to("tpu")]
+    with pytest.raises(IndexError, match="out of bounds"):
+        bad.cpu()
 
 
 def assert_step_matches(loss_t, loss, cpu_params, tpu_params):
