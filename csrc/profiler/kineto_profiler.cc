@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 
 #include "collector.h"
@@ -79,8 +80,16 @@ std::string escaped(const std::string& s) {
   return out;
 }
 
+// Whether Kineto may write `s` unquoted: a JSON number (digits, an optional
+// fraction, no leading zero). A program key such as "04811313" is a string.
 bool numeric(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("0123456789.") == std::string::npos;
+  auto digits = [](std::string_view v) {
+    return !v.empty() && v.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  size_t dot = s.find('.');
+  std::string_view whole = std::string_view(s).substr(0, dot);
+  if (!digits(whole) || (whole.size() > 1 && whole[0] == '0')) return false;
+  return dot == std::string::npos || digits(std::string_view(s).substr(dot + 1));
 }
 
 void add_args(libkineto::GenericTraceActivity& a, const engine::trace::Event& e) {
