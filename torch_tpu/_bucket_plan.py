@@ -139,6 +139,12 @@ _SAME_VALUES = {"unsqueeze", "view", "_unsafe_view", "reshape", "expand", "alias
                 "squeeze", "slice"}
 
 
+def _to_end(end, size):
+    """Whether a slice's `end` reaches the end of a dimension of `size`."""
+    return end is None or (isinstance(end, int) and end >= 2 ** 62) or (
+        isinstance(end, torch.fx.Node) and _same(_expr(_val(end)), _expr(size)))
+
+
 def _iota_of(node, size):
     """Whether `node` holds arange(size) (possibly viewed, expanded or
     sliced in full): positions 0..n-1 of a padded tensor whose dimension
@@ -163,10 +169,7 @@ def _iota_of(node, size):
         if name == "slice":
             a = list(node.args) + [0, None, None, 1][len(node.args) - 1:]
             x, dim, start, end, step = a[0], a[1], a[2], a[3], a[4]
-            full = _val(x).shape[dim]
-            if not (start in (None, 0) and step == 1 and (
-                    end is None or (isinstance(end, int) and end >= 2 ** 62)
-                    or (isinstance(end, torch.fx.Node) and _same(_expr(_val(end)), _expr(full))))):
+            if not (start in (None, 0) and step == 1 and _to_end(end, _val(x).shape[dim])):
                 return False
         node = node.args[0]
     return False
@@ -214,10 +217,7 @@ def _check_node(node):
         end = args[3] if len(args) > 3 else None
         step = args[4] if len(args) > 4 else 1
         size = x.shape[dim]
-        if symbolic(size) and not (start in (None, 0) and step == 1 and (
-                end is None or (isinstance(end, int) and end >= 2 ** 62)
-                or (isinstance(end, torch.fx.Node) and symbolic(_val(end))
-                    and _expr(_val(end)) == _expr(size)))):
+        if symbolic(size) and not (start in (None, 0) and step == 1 and _to_end(end, size)):
             raise Refused(f"a slice along a varying dimension ({node.format_node()})")
     elif name in _ALONG:  # exact when the dims it works along do not vary
         where, default = _ALONG[name]
@@ -540,14 +540,12 @@ class _Merges:
         if name == "slice":
             dim, start = args[1] % xv.dim(), (args[2] if len(args) > 2 else 0) or 0
             end, step = args[3] if len(args) > 3 else None, args[4] if len(args) > 4 else 1
-            full = end is None or (isinstance(end, int) and end >= 2 ** 62) or (
-                isinstance(end, torch.fx.Node) and _same(_expr(_val(end)), _expr(xv.shape[dim])))
+            full = _to_end(end, xv.shape[dim])
             if dim not in dims or not (isinstance(start, int) and start > 0 and full and step == 1):
                 return False
         elif name == "slice_backward":  # (grad, input_sizes, dim, start, end, step)
             dim, start, end, step = args[2] % xv.dim(), args[3], args[4], args[5]
-            full = (isinstance(end, int) and end >= 2 ** 62) or (
-                isinstance(end, torch.fx.Node) and _same(_expr(_val(end)), _expr(out.shape[dim])))
+            full = end is not None and _to_end(end, out.shape[dim])
             if dim not in dims or not (isinstance(start, int) and start >= 0 and full and step == 1):
                 return False  # refused by _check_node
         else:  # constant_pad_nd(x, [left, right] from the last dim on, value)
