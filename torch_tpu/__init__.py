@@ -36,6 +36,7 @@ from .runtime import (  # noqa: E402
     index_checks,
     set_index_checks,
 )
+from .async_compile import async_compile_enabled, set_async_compile  # noqa: E402
 
 torch._register_device_module("tpu", _device)
 torch.utils.generate_methods_for_privateuse1_backend(

@@ -1,7 +1,9 @@
-"""Asynchronous compilation for torch.compile(backend="tpu").
+"""Asynchronous compilation: torch.compile(backend="tpu") graphs and Fused
+Eager recordings whose program is not compiled yet run eagerly while it
+compiles in the background.
 
-With `options={"async_compile": True}` (or TORCH_TPU_ASYNC_COMPILE=1 for every
-compiled graph), a graph whose program is not compiled yet does not wait for
+Graphs: with `options={"async_compile": True}` (or the process-wide switch
+below), a graph whose program is not compiled yet does not wait for
 it: the graph is recorded as one program on stand-in tensors (fresh tpu
 tensors with the inputs' layouts, so recording computes nothing and touches
 no user tensor), its compile is queued on the compile cache's background
@@ -9,18 +11,48 @@ worker (csrc/engine/background.h, the worker of tiered compilation), and the
 call runs the graph's ops eagerly in the current eager mode. Later calls run
 eagerly while the compile is pending and replay the one program once it is
 ready; a failed compile leaves the graph eager, with one warning naming it.
+
+Fused Eager (csrc/engine/async_eager.cc): a recording whose program neither
+cache tier holds runs op by op, each op a Strict program, while the program
+compiles on the same worker; the same recording launches the program once it
+is compiled.
+
+The switch: `torch_tpu.set_async_compile(True)`, or
+TORCH_TPU_ASYNC_COMPILE=1 in the environment; off by default.
 """
 import os
 
 import torch
 
+from . import _C
+
 ENV = "TORCH_TPU_ASYNC_COMPILE"
 OPTION = "async_compile"
+_switch = None  # set_async_compile's value; None: the environment decides
+
+
+def set_async_compile(enabled: bool) -> None:
+    """Turns asynchronous compiles on or off for the process: graphs of
+    torch.compile(backend="tpu") without an `async_compile` option, and Fused
+    Eager recordings. Overrides TORCH_TPU_ASYNC_COMPILE."""
+    global _switch
+    if not isinstance(enabled, bool):
+        raise TypeError(f"torch_tpu.set_async_compile takes True or False, got {enabled!r}")
+    _switch = enabled
+    _C._set_async_compile(enabled)
+
+
+def async_compile_enabled() -> bool:
+    """Whether Fused Eager recordings compile in the background now."""
+    return _C._async_compile()
 
 
 def check_option(value):
     """Whether graphs compile in the background: the option's value (a bool),
-    else the environment's ("0" or "1"), else off. ValueError for bad values."""
+    else set_async_compile's, else the environment's ("0" or "1"), else off.
+    ValueError for bad values."""
+    if value is None and _switch is not None:
+        return _switch
     if value is None:
         env = os.environ.get(ENV, "0")
         if env not in ("0", "1"):

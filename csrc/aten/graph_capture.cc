@@ -72,7 +72,6 @@ std::string flushes_since(const engine::Metrics::FlushCounts& before,
   return out;
 }
 
-std::atomic<bool> g_break_next{false};
 std::atomic<uint64_t> g_graphs{0};
 // The recording (Engine::recording_epoch) of this thread that holds a
 // training graph's call, if any.
@@ -188,8 +187,6 @@ void CapturedGraph::begin(const std::vector<at::Tensor>& inputs) {
   e.set_donation(false);  // graph inputs stay alive in the caller's tensors
   c.active = true;
 }
-
-void CapturedGraph::break_next_background_compile() { g_break_next = true; }
 
 void CapturedGraph::abort() {
   auto& e = engine::Engine::get();
@@ -315,8 +312,7 @@ std::shared_ptr<CapturedGraph> CapturedGraph::end(const std::vector<at::Tensor>&
   if (!impl->exe) {
     impl->pending = true;
     std::weak_ptr<Impl> weak = impl;
-    std::string text = g_break_next.exchange(false) ? "module { this is not StableHLO }" : p.text;
-    e.cache().compile_in_background(std::move(text), [weak](pjrt::ExecutablePtr exe, const std::string& error) {
+    e.cache().compile_in_background(std::move(p.text), [weak](pjrt::ExecutablePtr exe, const std::string& error) {
       std::shared_ptr<Impl> graph = weak.lock();
       if (!graph) return;
       std::lock_guard<std::mutex> lock(graph->mu);

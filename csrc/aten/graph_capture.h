@@ -28,9 +28,6 @@ class CapturedGraph {
   static std::shared_ptr<CapturedGraph> end(const std::vector<at::Tensor>& inputs,
                                             const std::vector<at::Tensor>& outputs,
                                             std::string* why, bool in_background = false);
-  // Test hook: the next background compile is handed a module the compiler
-  // rejects (how a failed compile falls back is tested with it).
-  static void break_next_background_compile();
   // Abandons a capture (after an exception), restoring the eager mode.
   static void abort();
 

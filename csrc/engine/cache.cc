@@ -168,13 +168,20 @@ void Cache::note_hit(const hlo::Fingerprint& key, Entry& entry) {
 }
 
 void Cache::compile_in_background(std::string program, CompileDone done) {
-  background_.submit([this, program = std::move(program), done = std::move(done),
+  hlo::Fingerprint key = text_key(program);
+  compile_in_background(key, std::move(program), std::move(done));
+}
+
+void Cache::compile_in_background(const hlo::Fingerprint& key, std::string program,
+                                  CompileDone done) {
+  if (break_next_.exchange(false)) program = "module { this is not StableHLO }";
+  background_.submit([this, key, program = std::move(program), done = std::move(done),
                       overrides = thread_overrides()] {
     set_thread_overrides(overrides);
     pjrt::ExecutablePtr exe;
     std::string error;
     try {
-      exe = get(program);
+      exe = get(key, program);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -252,9 +259,36 @@ size_t Cache::capacity() const {
   return capacity_;
 }
 
-pjrt::ExecutablePtr Cache::get(const std::string& program) {
-  // A text key lives apart from builder fingerprints: its lanes are text hashes.
-  return get(hlo::Fingerprint{hash(program), hash("text:" + program)}, program);
+hlo::Fingerprint Cache::text_key(const std::string& program) {
+  return hlo::Fingerprint{hash(program), hash("text:" + program)};
+}
+
+pjrt::ExecutablePtr Cache::get(const std::string& program) { return get(text_key(program), program); }
+
+pjrt::ExecutablePtr Cache::find(const hlo::Fingerprint& program_key, const std::string& program) {
+  const hlo::Fingerprint key = with_overrides(program_key);
+  if (pjrt::ExecutablePtr hit = lookup_exact(key)) return hit;
+  const std::string keyed = disk_program(program, thread_overrides());
+  std::string path = path_of(keyed);
+  if (path.empty()) return nullptr;
+  auto start = std::chrono::steady_clock::now();
+  int64_t traced = trace::on() ? trace::now_ns() : 0;
+  pjrt::ExecutablePtr exe = load(path, keyed, /*caller=*/true);
+  if (!exe) return nullptr;
+  count_disk_hit(key, start, traced, program.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  insert(key, exe, nullptr, nullptr);
+  return exe;
+}
+
+void Cache::count_disk_hit(const hlo::Fingerprint& key, std::chrono::steady_clock::time_point start,
+                           int64_t traced, size_t bytes) {
+  metrics_.count("cache_disk_hits");
+  metrics_.time("disk_load", std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - start).count());
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.disk_hits;
+  if (traced) trace::compiled(key.a, "disk", traced, bytes);
 }
 
 pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::string& program,
@@ -296,12 +330,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
                                         std::chrono::steady_clock::now() - wait_start).count());
   }
   if (exe) {
-    metrics_.count("cache_disk_hits");
-    metrics_.time("disk_load", std::chrono::duration<double>(
-                                   std::chrono::steady_clock::now() - load_start).count());
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.disk_hits;
-    if (traced) trace::compiled(key.a, "disk", traced, program.size());
+    count_disk_hit(key, load_start, traced, program.size());
   } else {
     auto start = std::chrono::steady_clock::now();
     exe = xla_cpu::compile_checked(client_, program, /*quick=*/tiered,

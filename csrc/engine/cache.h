@@ -50,6 +50,8 @@
 // only.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -140,14 +142,27 @@ class Cache {
   // called) when queued at exit.
   using CompileDone = std::function<void(pjrt::ExecutablePtr, const std::string&)>;
   void compile_in_background(std::string program, CompileDone done);
-  // Test hook: keeps the worker waiting (Background::hold).
+  // The same for a builder's program, kept under its fingerprint `key` (a
+  // later lookup(key) finds it): Fused Eager's asynchronous compiles.
+  void compile_in_background(const hlo::Fingerprint& key, std::string program, CompileDone done);
+  // The executable for `program` if either tier holds it (a disk hit is
+  // loaded into memory); never compiles.
+  pjrt::ExecutablePtr find(const hlo::Fingerprint& key, const std::string& program);
+  // Test hooks: keeps the worker waiting (Background::hold); the next
+  // background compile gets text that is not StableHLO, so it fails.
   void hold_background(bool on) { background_.hold(on); }
+  void break_next_background_compile() { break_next_ = true; }
   // Drops queued optimizing compiles and waits for the running one (exit).
   void stop_background() { background_.stop(); }
 
  private:
   // `key` with the calling thread's overrides mixed in.
   static hlo::Fingerprint with_overrides(const hlo::Fingerprint& key);
+  // A text's key, apart from builder fingerprints (its lanes are text hashes).
+  static hlo::Fingerprint text_key(const std::string& program);
+  // Counts an executable loaded from disk since `start` (mu_ not held).
+  void count_disk_hit(const hlo::Fingerprint& key, std::chrono::steady_clock::time_point start,
+                      int64_t traced, size_t bytes);
   pjrt::ExecutablePtr lookup_exact(const hlo::Fingerprint& key);
   // What the disk tier keys `program` by under `overrides`.
   static std::string disk_program(const std::string& program, const OverridesPtr& overrides);
@@ -201,6 +216,7 @@ class Cache {
   std::vector<std::string> pending_warnings_;
   Tiering tiering_ = Tiering::kOff;
   std::function<bool()> quick_allowed_;
+  std::atomic<bool> break_next_{false};  // break_next_background_compile
   Background background_;  // last: stopped before the members its jobs use go
 };
 

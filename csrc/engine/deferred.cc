@@ -1,5 +1,6 @@
 // The engine's side of deferred lowering (see deferred.h).
 #include <chrono>
+#include <iterator>
 
 #include "engine.h"
 
@@ -62,6 +63,7 @@ void Engine::defer(DeferredPtr op, uint64_t key) {
 }
 
 hlo::Value Engine::trace_input(TraceRef ref) {
+  if (split_) return split_input(ref);
   if (ref.external) {
     hlo::Value& node = r_->external_nodes.at(ref.index);
     if (!node.valid())
@@ -76,6 +78,7 @@ hlo::Value Engine::trace_input(TraceRef ref) {
 }
 
 void Engine::set_trace_result(uint32_t index, hlo::Value node) {
+  if (split_) return split_result(index, node);
   r_->trace_nodes.at(index) = node;
   if (ValuePtr v = r_->produced.at(index).lock()) {
     if (!(node.type() == v->type_))
@@ -85,7 +88,7 @@ void Engine::set_trace_result(uint32_t index, hlo::Value node) {
   }
 }
 
-void Engine::to_builder() {
+void Engine::to_builder(bool keep) {
   Recorder::State was = r_->state;
   r_->state = Recorder::State::kBuilder;
   if (was != Recorder::State::kTrace) {
@@ -108,6 +111,8 @@ void Engine::to_builder() {
     abandon_recording(err.what());
     throw;
   }
+  if (keep)
+    std::move(r_->deferred.begin(), r_->deferred.end(), std::back_inserter(r_->lowered));
   r_->deferred.clear();
   // Every external input is a parameter now (r_->inputs holds its buffer): the
   // trace's own references would keep old values from being donated.
@@ -116,7 +121,7 @@ void Engine::to_builder() {
                                          std::chrono::steady_clock::now() - start).count());
 }
 
-bool Engine::flush_trace(Program& p, uint64_t* key, const Priors& priors) {
+bool Engine::flush_trace(Program& p, uint64_t* key, const Priors& priors, bool keep) {
   uint64_t k = mix(r_->trace_key, p.outputs.size());
   for (const ValuePtr& v : p.outputs) k = mix(k, static_cast<uint64_t>(v->trace_));
   // Donation as the builder's flush decides it: buffers only the trace holds.
@@ -131,7 +136,7 @@ bool Engine::flush_trace(Program& p, uint64_t* key, const Priors& priors) {
     exe = cache_->lookup(it->second.program);
   if (!exe) {
     metrics_.count("trace_misses");
-    to_builder();
+    to_builder(keep);
     return false;
   }
   metrics_.count("trace_hits");

@@ -104,6 +104,7 @@ Engine::Engine() {
   cache_->set_tiering(target_.xla_cpu ? tiering : Cache::Tiering::kOff);
   if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
   if (const char* c = std::getenv("TORCH_TPU_INDEX_CHECKS")) checks_ = std::strcmp(c, "0") != 0;
+  if (const char* a = std::getenv("TORCH_TPU_ASYNC_COMPILE")) async_compile_ = std::strcmp(a, "1") == 0;
   if (Warmup::wanted(target_)) warmup_ = std::make_unique<Warmup>(*client_, *cache_);
   r_ = &mine();
 }
@@ -206,6 +207,7 @@ void Engine::reset_recording() {
   r_->trace_nodes.clear();
   r_->deferred_tags.clear();
   r_->trace_key = 0;
+  r_->lowered.clear();
 }
 
 void Engine::set_mode(Mode m) {
@@ -480,12 +482,12 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
     throw std::logic_error("an error injected for testing (fail_next_flush)");
   }
   metrics_.count(cause);
-  if (cause != FlushCause::kOp) watcher_.new_run();
+  if (cause != FlushCause::kOp && cause != FlushCause::kAsyncEager) watcher_.new_run();
   if (r_->state == Recorder::State::kTrace && with_text) to_builder();
   uint64_t trace_key = 0;
   bool from_trace = r_->state == Recorder::State::kTrace;
   Priors priors = take_priors(p.outputs);
-  if (from_trace && flush_trace(p, &trace_key, priors)) return p;
+  if (from_trace && flush_trace(p, &trace_key, priors, may_split(cause, run))) return p;
   // A parameter whose buffer nobody but this recording holds (the old value
   // of an in-place update) is donated: the program may reuse its memory.
   std::unordered_map<const pjrt::Buffer*, size_t> donated;  // buffer -> parameter
@@ -533,6 +535,8 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
   p.exe = cache_->lookup(key);
   if (!p.exe || with_text) p.text = r_->builder->module();
   p.inputs = std::move(r_->inputs);
+  std::unique_ptr<SplitRun> split;
+  if (!p.exe && !r_->lowered.empty()) split = take_split(p);
   // A new program's site: its first op that came from user code (a copy
   // from the host, recorded without one, can open a recording).
   const std::string* site = nullptr;
@@ -544,7 +548,7 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
   // A captured graph or step is compiled once and its executable held and
   // replayed directly (never looked up again, so a quick compile would never
   // be upgraded): it is no reshaped recompilation, whatever its site ran.
-  if (site && cause != FlushCause::kCaptureEnd)
+  if (site && cause != FlushCause::kCaptureEnd && cause != FlushCause::kAsyncEager)
     signature = RecompileWatcher::signature(*r_->builder, r_->op_sites);
   // Kept for the error message only: formatted if this program fails.
   std::vector<OpSite> sites = std::move(r_->op_sites);
@@ -570,8 +574,11 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
     const bool once = first_step && cause != FlushCause::kOp;
     bool quick = once || (!signature.empty() && mode != Mode::kDeferNever &&
                           cause != FlushCause::kOp && watcher_.reshaped(*site, first_op, signature));
+    // With asynchronous compiles a program neither tier holds compiles in
+    // the background, and the recording runs op by op meanwhile.
+    if (split) p.exe = cache_->find(key, p.text);
     try {
-      p.exe = cache_->get(key, p.text, quick, /*upgrade=*/!once);
+      if (!split) p.exe = cache_->get(key, p.text, quick, /*upgrade=*/!once);
     } catch (const pjrt::Error& err) {
       std::string why = std::string(err.what()) + "\n" + describe_ops(sites, mode);
       abandon(p.outputs, priors.of, why);
@@ -584,6 +591,11 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
         metrics_.count("recompile_warnings");
         warn_(warning);
       }
+    }
+    if (!p.exe) {
+      compile_async(key, std::move(p.text), quick);
+      run_split(*split, sites);
+      return p;
     }
   }
   launch(p, sites, mode, priors.of);

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "../hlo/target.h"
@@ -186,6 +187,14 @@ class Engine {
   Mode mode() const { return mode_; }
   void set_mode(Mode m);
 
+  // Asynchronous compiles of Fused Eager recordings (async_eager.cc;
+  // TORCH_TPU_ASYNC_COMPILE=1 starts with them on): a recording whose
+  // program neither cache tier holds runs op by op, each op a Strict
+  // program, while the program compiles on the cache's background worker;
+  // once it is in the cache, the same recording launches it.
+  void set_async_compile(bool on);
+  bool async_compile() const { return async_compile_; }
+
   // ---- deferred lowering (deferred.h); callers hold lock() ----
   // Every eager mode records an op whose signature lowered before as a
   // DeferredOp, and a flush finds the program of a known trace without
@@ -297,10 +306,45 @@ class Engine {
     std::unordered_map<const pjrt::Buffer*, long> held;
   };
   // Lowers the deferred ops into the builder; the recording continues there.
-  void to_builder();
+  // `keep`: the ops stay in the recording (Recorder::lowered) for a run op
+  // by op.
+  void to_builder(bool keep = false);
   // The flush of a trace: launches a known one without lowering it (true),
-  // or lowers it into the builder and sets `*key` for remember_trace.
-  bool flush_trace(Program& p, uint64_t* key, const Priors& priors);
+  // or lowers it into the builder (keeping the ops when `keep`) and sets
+  // `*key` for remember_trace.
+  bool flush_trace(Program& p, uint64_t* key, const Priors& priors, bool keep);
+
+  // ---- asynchronous compiles of Fused Eager (async_eager.cc) ----
+  // A recording run op by op: its lowered ops, the buffers of its externals
+  // and, per trace index, the value an op's program gave it.
+  struct SplitRun {
+    int device = 0;
+    std::vector<DeferredPtr> ops;
+    std::vector<int64_t> tags;               // each op's index in the recording's sites
+    std::vector<pjrt::BufferPtr> externals;  // external i's buffer
+    std::vector<hlo::TensorType> external_types;
+    std::vector<bool> external_scalar;
+    std::vector<ValuePtr> values;            // trace index → its value (null until written)
+  };
+  // Whether a flush for `cause` keeps its deferred ops for a run op by op.
+  bool may_split(FlushCause cause, bool run) const;
+  // The recording's ops and inputs for run_split (before it is reset).
+  std::unique_ptr<SplitRun> take_split(const Program& p);
+  // Runs each op as a program of its own, in order; the recording's live
+  // values get their buffers from them.
+  void run_split(SplitRun& s, const std::vector<OpSite>& sites);
+  // trace_input and set_trace_result during run_split.
+  hlo::Value split_input(TraceRef ref);
+  void split_result(uint32_t index, hlo::Value node);
+  // Queues the program's compile, unless it is queued, failed before (a
+  // warning, once), or may run once (`once`: a reshaped recompilation or an
+  // optimizer's first step, queued when it is seen again).
+  void compile_async(const hlo::Fingerprint& key, std::string text, bool once);
+  bool async_compile_ = false;
+  SplitRun* split_ = nullptr;  // during run_split
+  std::mutex async_mu_;  // the background worker's callback takes it
+  std::unordered_set<hlo::Fingerprint, hlo::FingerprintHash> async_pending_, async_seen_;
+  std::unordered_map<hlo::Fingerprint, std::string, hlo::FingerprintHash> async_failed_;
   void remember_trace(uint64_t key, const hlo::Fingerprint& program, size_t num_outputs,
                       CheckListPtr checks);
   // Appends the checks' i32 result to `results` and lists them (null: none).

@@ -30,6 +30,7 @@ constexpr Names kNames[] = {
     {"collective", "flush_collective"},
     {"send", "flush_send"},
     {"recv", "flush_recv"},
+    {"async_eager", "flush_async_eager"},
 };
 static_assert(std::size(kNames) == kNumFlushCauses,
               "a name per FlushCause");

@@ -30,8 +30,10 @@ enum class FlushCause : uint8_t {
   kCollective,     // a collective's operand (tpu_dist)
   kSend,           // a point-to-point operand (tpu_dist)
   kRecv,
+  kAsyncEager,     // one op of a Fused Eager recording whose program compiles
+                   // in the background (engine/async_eager.cc)
 };
-inline constexpr size_t kNumFlushCauses = static_cast<size_t>(FlushCause::kRecv) + 1;
+inline constexpr size_t kNumFlushCauses = static_cast<size_t>(FlushCause::kAsyncEager) + 1;
 
 // The cause's name ("host_read") and metric ("flush_host_read").
 const char* name(FlushCause c);

@@ -57,6 +57,9 @@ struct Recorder {
   std::unordered_map<const pjrt::Buffer*, uint32_t> external_index;
   std::vector<hlo::Value> trace_nodes;
   uint64_t trace_key = 0;
+  // The deferred ops a flush lowered, kept for a run op by op (Fused Eager's
+  // asynchronous compiles, async_eager.cc).
+  std::vector<DeferredPtr> lowered;
 
   // The recording's ops and where they came from, for messages.
   std::vector<OpSite> op_sites;

@@ -125,7 +125,11 @@ void bind_capture(py::module& m) {
     return py::make_tuple(graph, why);
   }, py::arg("inputs"), py::arg("outputs"), py::arg("in_background") = false);
   // Test hook for asynchronous compiles: holds the background worker.
-  m.def("_break_next_background_compile", &CapturedGraph::break_next_background_compile);
+  // Test hook: the next background compile is handed a module the compiler
+  // rejects (how a failed compile falls back is tested with it).
+  m.def("_break_next_background_compile", [] {
+    torch_tpu::engine::Engine::get().cache().break_next_background_compile();
+  });
   m.def("_hold_background_compiles", [](bool on) {
     torch_tpu::engine::Engine::get().cache().hold_background(on);
   });

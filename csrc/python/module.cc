@@ -134,6 +134,8 @@ PYBIND11_MODULE(_C, m) {
     torch_tpu::aten::streams::exchange(
         c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));
   });
+  m.def("_set_async_compile", [](bool on) { Engine::get().set_async_compile(on); });
+  m.def("_async_compile", [] { return Engine::get().async_compile(); });
   m.def("_set_index_checks", [](bool on) { Engine::get().set_checks(on); });
   m.def("_index_checks", [] { return Engine::get().checks(); });
   m.def("_synchronize", [] {

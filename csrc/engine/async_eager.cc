@@ -1,0 +1,143 @@
+// Asynchronous compiles of Fused Eager recordings: a recording whose program
+// neither cache tier holds does not wait for its compile. The program is
+// queued on the cache's background worker (the worker of tiered compilation
+// and of torch.compile's async_compile), and the recording runs now, one
+// program per op, as Strict Eager would have run it (those one-op programs
+// are small and mostly cached already). The recording's trace is remembered
+// as usual, so once the program is in the memory tier the same recording
+// launches it without lowering anything.
+//
+// How the ops run one by one: the flush lowered the deferred ops into the
+// builder for the program's fingerprint and text, keeping them
+// (Recorder::lowered). Each op is lowered again, alone, into a recording of
+// its own, its external inputs bound to the buffers the program would have
+// taken and its trace inputs to the values earlier ops' programs produced;
+// then that recording is flushed like a Strict op's (FlushCause::kAsyncEager).
+// The recording's live values are the ops' results, so they end up holding
+// the buffers of those programs; dead intermediates live in temporaries
+// until the run ends. No buffer the recording reads is donated meanwhile:
+// this run holds every external.
+#include "engine.h"
+
+namespace torch_tpu::engine {
+
+void Engine::set_async_compile(bool on) {
+  auto guard = lock();
+  async_compile_ = on;
+}
+
+bool Engine::may_split(FlushCause cause, bool run) const {
+  return async_compile_ && run && mode_ == Mode::kDeferAndFuse && cause != FlushCause::kCaptureEnd;
+}
+
+std::unique_ptr<Engine::SplitRun> Engine::take_split(const Program& p) {
+  auto s = std::make_unique<SplitRun>();
+  s->device = r_->device;
+  s->ops = std::move(r_->lowered);
+  s->tags = r_->deferred_tags;
+  s->external_types = r_->external_types;
+  s->external_scalar = r_->external_scalar;
+  // Every external is a parameter of the program (an op bound it).
+  s->externals.resize(s->external_types.size());
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    if (r_->input_externals[i] >= 0) s->externals.at(r_->input_externals[i]) = p.inputs[i];
+  s->values.reserve(r_->produced.size());
+  for (auto& w : r_->produced) s->values.push_back(w.lock());
+  return s;
+}
+
+hlo::Value Engine::split_input(TraceRef ref) {
+  if (ref.external) {
+    const pjrt::BufferPtr& buffer = split_->externals.at(ref.index);
+    if (!buffer) throw pjrt::Error("internal: an external input of a split recording is unbound");
+    const hlo::TensorType& type = split_->external_types[ref.index];
+    return split_->external_scalar[ref.index] ? bind_scalar(buffer, type) : bind(buffer, type);
+  }
+  const ValuePtr& v = split_->values.at(ref.index);
+  if (!v) throw pjrt::Error("internal: an op of a split recording read a result not computed yet");
+  return use(v);
+}
+
+void Engine::split_result(uint32_t index, hlo::Value node) {
+  ValuePtr& v = split_->values.at(index);
+  if (!v) v = std::make_shared<DeviceValue>(node.type(), r_->device);  // a dead intermediate
+  if (!(node.type() == v->type_))
+    throw pjrt::Error("internal: a deferred op lowered to " + node.type().str() +
+                      " for a placeholder of " + v->type_.str());
+  v->epoch_ = r_->epoch;
+  v->node_ = node;
+  r_->produced.push_back(v);
+}
+
+void Engine::run_split(SplitRun& s, const std::vector<OpSite>& sites) {
+  metrics_.count("async_eager_recordings");
+  Recorder one;
+  one.device = s.device;
+  one.epoch = next_epoch_++;
+  Recorder* outer = std::exchange(r_, &one);
+  const Mode mode = std::exchange(mode_, Mode::kDeferNever);  // each op's program is Strict's
+  split_ = &s;
+  auto restore = [&] {
+    split_ = nullptr;
+    mode_ = mode;
+    r_ = outer;
+  };
+  try {
+    for (size_t i = 0; i < s.ops.size(); ++i) {
+      one.state = Recorder::State::kBuilder;
+      one.builder->set_checks_enabled(checks_);
+      one.builder->set_check_tag(0);
+      one.op_sites.push_back(sites.at(s.tags[i]));
+      s.ops[i]->lower(*this);
+      flush_current(FlushCause::kAsyncEager, /*with_text=*/false);
+    }
+  } catch (const std::exception& err) {
+    // The ops after the failed one never run: their values carry its error
+    // (or take back what they replaced), as a failed program's do.
+    std::vector<ValuePtr> left, priors;
+    for (const ValuePtr& v : s.values)
+      if (v && !v->materialized() && !v->error_) {
+        left.push_back(v);
+        priors.push_back(v->prior_);
+      }
+    abandon(left, priors, err.what());
+    restore();
+    throw;
+  }
+  restore();
+}
+
+void Engine::compile_async(const hlo::Fingerprint& key, std::string text, bool once) {
+  std::string failure;
+  {
+    std::lock_guard<std::mutex> guard(async_mu_);
+    auto failed = async_failed_.find(key);
+    if (failed != async_failed_.end())
+      failure = std::exchange(failed->second, std::string());  // warned once
+    if (failed != async_failed_.end() || async_pending_.count(key) ||
+        (once && async_seen_.insert(key).second)) {
+      // (A recording that may run once is queued when it comes again.)
+      if (failure.empty()) return;
+    } else {
+      if (async_seen_.size() > 4096) async_seen_.clear();
+      async_pending_.insert(key);
+    }
+  }
+  if (!failure.empty()) {
+    if (warn_)
+      warn_("torch_tpu: a Fused Eager program failed to compile in the background; its ops keep "
+            "running one program each:\n" + failure);
+    return;
+  }
+  metrics_.count("async_fused_compiles");
+  cache_->compile_in_background(key, std::move(text),
+                                [this, key](pjrt::ExecutablePtr exe, const std::string& error) {
+    std::lock_guard<std::mutex> guard(async_mu_);
+    async_pending_.erase(key);
+    if (exe) return;
+    metrics_.count("async_fused_compile_failures");
+    async_failed_[key] = error.empty() ? std::string("(no message)") : error;
+  });
+}
+
+}  // namespace torch_tpu::engine
