@@ -18,7 +18,9 @@ TORCH_TPU_WARMUP=0 to see the step without it (benchmarks/README.md).
 
 Async rows: the same model's forward under torch.compile(backend="tpu") in
 Strict Eager (backward compiled by AOTAutograd, AdamW eager), with
-and without `options={"async_compile": True}`, in alternating fresh processes,
+and without `options={"async_compile": True}`, and its whole step in Fused
+Eager with and without `torch_tpu.set_async_compile(True)`, in alternating
+fresh processes,
 on a cold cache and on one a plain Strict run filled first (per-op programs
 cached, as the issue's scenario has them; the whole-graph programs missing):
 time to the first finished step, the longest single step of the first
@@ -39,6 +41,9 @@ import torch_tpu
 from common import Task, median, now, ratio, table, write_results
 
 MODELS = ("mlp", "transformer")
+# The async rows' child modes: without and with asynchronous compiles.
+ASYNC_PAIRS = {"compiled": ("compiled", "compiled-async"), "fused": ("fused-sync", "fused-async")}
+ASYNC_MODES = [m for pair in ASYNC_PAIRS.values() for m in pair]
 
 
 def timed_steps(task, n, after=None):
@@ -68,29 +73,40 @@ def child(kind, mode, small):
 
 
 def async_child(kind, mode, small, steps):
-    """Runs in the subprocess (mode "compiled" or "compiled-async"): prints one
-    JSON line with each of the first `steps` step times."""
-    device = common.set_mode("strict")
+    """Runs in the subprocess (mode "compiled" or "compiled-async": the model
+    under torch.compile in Strict Eager; "fused-sync" or "fused-async": the
+    whole step in Fused Eager): prints one JSON line with each of the first
+    `steps` step times."""
+    fused = mode.startswith("fused")
+    device = common.set_mode("fused" if fused else "strict")
     task = Task(kind, device, small=small)
-    task.model = torch.compile(task.model, backend="tpu",
-                               options={"async_compile": mode == "compiled-async"})
+    if fused:
+        torch_tpu.set_async_compile(mode.endswith("async"))
+    else:
+        task.model = torch.compile(task.model, backend="tpu",
+                                   options={"async_compile": mode == "compiled-async"})
     torch.tpu.synchronize()
-    times = timed_steps(task, steps)
-    metrics = torch_tpu.compiler.compile_metrics()
+    eager = []  # steps that ran eagerly while a program compiled
+    times = timed_steps(task, steps, after=lambda: eager.append(
+        torch_tpu.metrics().get("async_eager_recordings", 0)
+        + torch_tpu.compiler.compile_metrics().get("async_eager_calls", 0)))
+    eager_steps = sum(b > a for a, b in zip([0] + eager, eager))
+    torch_tpu.set_async_compile(False)
+    common.set_mode("strict")
     strict = timed_steps(Task(kind, device, small=small), 5)  # warm Strict steps, same process
-    print(json.dumps({"step_s": times, "eager_steps": metrics.get("async_eager_calls", 0) // 2,
+    print(json.dumps({"step_s": times, "eager_steps": eager_steps,
                       "strict_step_s": median(strict[2:]), "loss": task.loss.item()}))
 
 
-def measure_async(kind, repeats, small, steps, prewarm):
-    runs = {"compiled": [], "compiled-async": []}
+def measure_async(kind, repeats, small, steps, prewarm, pair="compiled"):
+    runs = {mode: [] for mode in ASYNC_PAIRS[pair]}
     for _ in range(repeats):
         for mode in runs:  # alternating, each with a fresh cold cache
             with tempfile.TemporaryDirectory(prefix="torch_tpu_async_") as d:
                 if prewarm:  # per-op programs on disk; the whole-graph ones still missing
                     spawn(kind, "strict", d, small)
                 runs[mode].append(spawn(kind, mode, d, small, extra=["--warmup-steps", str(steps)]))
-    row = {"model": kind, "steps": steps, "prewarm": prewarm, "runs": runs}
+    row = {"model": kind, "mode": pair, "steps": steps, "prewarm": prewarm, "runs": runs}
     for mode, rs in runs.items():
         tag = "async" if mode.endswith("async") else "sync"
         row[f"{tag}_first_step_s"] = median(r["step_s"][0] for r in rs)
@@ -145,7 +161,7 @@ def main():
     p.add_argument("--mode", default="strict", help=argparse_hidden())
     p.add_argument("--warmup-steps", type=int, default=12)
     args = p.parse_args()
-    if args.child and args.mode.startswith("compiled"):
+    if args.child and args.mode in ASYNC_MODES:
         return async_child(args.child, args.mode, args.smoke, args.warmup_steps)
     if args.child:
         return child(args.child, args.mode, args.smoke)
@@ -162,17 +178,19 @@ def main():
                   r["cold_compiles"], r["warm_disk_hits"],
                   f"{r['warm_second_step_s'] * 1e3:.1f}",
                   f"{r['cold_process_s']:.1f} / {r['warm_process_s']:.1f}"] for r in rows])
-    async_rows = [measure_async(k, args.repeats, args.smoke, args.warmup_steps, prewarm)
-                  for k in args.models
+    async_rows = [measure_async(k, args.repeats, args.smoke, args.warmup_steps, prewarm, m)
+                  for m in ASYNC_PAIRS for k in args.models
                   for prewarm in ((False,) if args.smoke else (False, True))]
-    md += (f"\n\nCompiled forward (Strict), first {args.warmup_steps} steps, without / with "
-           f"async_compile, median of {args.repeats}; cache: cold (every program compiles) or "
-           f"per-op (a plain Strict run filled the disk cache first: only the whole-graph "
-           f"programs are missing). Step 1 includes Dynamo's and AOTAutograd's tracing.\n\n")
-    md += table(["model", "cache", "1st step s sync / async", "async/sync", "longest step s sync / async",
+    md += (f"\n\nFirst {args.warmup_steps} training steps without / with asynchronous compiles, "
+           f"median of {args.repeats}: `compiled`, the forward under torch.compile in Strict "
+           f"Eager (option async_compile; step 1 includes Dynamo's and AOTAutograd's tracing); "
+           f"`fused`, the step in Fused Eager (torch_tpu.set_async_compile). Cache: cold (every "
+           f"program compiles) or per-op (a plain Strict run filled the disk cache first: only "
+           f"the whole-graph or whole-step programs are missing).\n\n")
+    md += table(["model", "mode", "cache", "1st step s sync / async", "async/sync", "longest step s sync / async",
                  "async/sync", "longest of steps 2+ ms sync / async", "eager steps (async)", "steady ms sync / async",
                  "warm Strict ms", "longest async / warm Strict"],
-                [[r["model"], "per-op" if r["prewarm"] else "cold",
+                [[r["model"], r["mode"], "per-op" if r["prewarm"] else "cold",
                   f"{r['sync_first_step_s']:.3f} / {r['async_first_step_s']:.3f}",
                   f"{r['first_async_over_sync']:.2f}",
                   f"{r['sync_longest_step_s']:.3f} / {r['async_longest_step_s']:.3f}",
