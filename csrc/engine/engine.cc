@@ -43,9 +43,6 @@ Cache::Tiering tiering_from_env() {
                     PJRT_Error_Code_INVALID_ARGUMENT);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 }  // namespace
 
 void Engine::configure(const Config& c) {

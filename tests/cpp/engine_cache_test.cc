@@ -3,6 +3,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "../../csrc/engine/cache.h"
@@ -110,6 +111,43 @@ TEST(EngineCache, DiskRoundTripAcrossInstances) {
   EXPECT_EQ(dir.files().size(), 2u);
   reader.clear(true);
   EXPECT_TRUE(dir.files().empty());
+}
+
+// find() serves either tier and never compiles; a program compiled in the
+// background under a builder fingerprint is found by lookup() of that key
+// (how Fused Eager's asynchronous compiles hand a program to the next flush).
+TEST(EngineCache, FindNeverCompilesAndBackgroundCompilesKeepTheirKey) {
+  TPU_REQUIRE_CLIENT(c);
+  TempDir dir;
+  Metrics metrics;
+  Cache cache(*c, metrics, dir.path.string());
+  const hlo::Fingerprint key{0x1234, 0x5678};
+  EXPECT_EQ(cache.find(key, program(5)), nullptr);
+  EXPECT_EQ(cache.stats().misses, 0);
+  std::promise<std::string> done;
+  cache.compile_in_background(key, program(5), [&](pjrt::ExecutablePtr exe, const std::string& error) {
+    done.set_value(exe ? "" : error);
+  });
+  EXPECT_EQ(done.get_future().get(), "");
+  auto exe = cache.lookup(key);
+  ASSERT_NE(exe, nullptr);
+  EXPECT_EQ(execute(*c, *exe), (std::vector<float>{6, 7}));
+  // Another instance finds it on disk, without compiling.
+  Cache other(*c, metrics, dir.path.string());
+  auto loaded = other.find(key, program(5));
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_EQ(other.stats().disk_hits, 1);
+  EXPECT_EQ(other.stats().misses, 0);
+  EXPECT_EQ(other.lookup(key).get(), loaded.get());
+  // A broken compile reaches the callback with the compiler's error.
+  std::promise<std::string> failed;
+  cache.break_next_background_compile();
+  cache.compile_in_background(hlo::Fingerprint{1, 2}, program(6),
+                              [&](pjrt::ExecutablePtr exe, const std::string& error) {
+    failed.set_value(exe ? "" : error);
+  });
+  EXPECT_FALSE(failed.get_future().get().empty());
+  EXPECT_EQ(cache.lookup(hlo::Fingerprint{1, 2}), nullptr);
 }
 
 // Two caches on one directory (as the ranks of a job on one machine) that
