@@ -205,6 +205,8 @@ void note_lowered(uint64_t signature) {
   if (signature) lowered().insert(signature);
 }
 
+bool was_lowered(uint64_t signature) { return lowered().count(signature) > 0; }
+
 bool try_defer(engine::Engine& e, const c10::FunctionSchema& schema, const Plan& plan,
                c10::ArrayRef<c10::IValue> args, CallState& state,
                const std::shared_ptr<const OpMeta>& meta_ptr, c10::ArrayRef<at::Tensor> mutated,

@@ -29,5 +29,7 @@ bool try_defer(engine::Engine& e, const c10::FunctionSchema& schema, const Plan&
 bool try_defer_copy(engine::Engine& e, const at::Tensor& src, const at::Tensor& dst);
 // `signature` lowered without error (callers hold the engine lock).
 void note_lowered(uint64_t signature);
+// Whether `signature` (non-zero) has lowered before (engine lock held).
+bool was_lowered(uint64_t signature);
 
 }  // namespace torch_tpu::aten

@@ -282,11 +282,22 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
     if (g_log_ops)
       std::cerr << "[torch_tpu] " << full_name(schema.operator_name())
                 << (deferred ? " (deferred)" : "") << "\n";
+    // With asynchronous compiles in Fused Eager, an op never lowered before
+    // is a program of its own (Strict's, usually cached): the recordings
+    // around it stay made of deferred ops, which run op by op while their
+    // program compiles (engine/async_eager.cc).
+    const bool alone = !deferred && signature != 0 && e.runs_new_ops_alone() &&
+                       !was_lowered(signature);
+    if (alone) {
+      e.flush(engine::FlushCause::kNewOp);
+      e.begin(state.device);
+    }
     if (!deferred) {
       lower_now(e, schema, plan, args, state, meta, mutated, ran.results);
       note_lowered(signature);
     }
     e.end(plan.lowering.c_str(), site);
+    if (alone) e.flush(engine::FlushCause::kNewOp);
   } catch (const lowering::InvalidArgument& bad) {
     raise_as_cpu(op, args);  // the engine lock is released: CPU kernels may take the GIL
     TORCH_CHECK(false, bad.what());

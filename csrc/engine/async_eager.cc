@@ -9,14 +9,17 @@
 //
 // How the ops run one by one: the flush lowered the deferred ops into the
 // builder for the program's fingerprint and text, keeping them
-// (Recorder::lowered). Each op is lowered again, alone, into a recording of
-// its own, its external inputs bound to the buffers the program would have
-// taken and its trace inputs to the values earlier ops' programs produced;
-// then that recording is flushed like a Strict op's (FlushCause::kAsyncEager).
-// The recording's live values are the ops' results, so they end up holding
-// the buffers of those programs; dead intermediates live in temporaries
-// until the run ends. No buffer the recording reads is donated meanwhile:
-// this run holds every external.
+// (Recorder::lowered) and noting each input's last reader. Each recorded
+// op's deferred ops are lowered again into a recording of their own, external
+// inputs bound to the buffers the program would have taken and trace inputs
+// to the values earlier ops' programs produced; then that recording is
+// flushed like a Strict op's (FlushCause::kAsyncEager). The recording's live
+// values are the ops' results, so they end up holding the buffers of those
+// programs; dead intermediates live in temporaries until the run ends. Each
+// such program is the one Strict Eager runs for the op, so a cache holding
+// Strict's serves it: the run lets go of each external input after its last
+// reader, donation takes only an in-place update's old buffer, and a value
+// only its own op reads stays inside (see split_result).
 #include "engine.h"
 
 namespace torch_tpu::engine {
@@ -41,6 +44,10 @@ std::unique_ptr<Engine::SplitRun> Engine::take_split(const Program& p) {
   s->externals.resize(s->external_types.size());
   for (size_t i = 0; i < p.inputs.size(); ++i)
     if (r_->input_externals[i] >= 0) s->externals.at(r_->input_externals[i]) = p.inputs[i];
+  s->last_use = r_->external_last_use;
+  s->last_use.resize(s->externals.size(), -1);
+  s->trace_last_use = r_->trace_last_use;
+  s->trace_last_use.resize(r_->produced.size(), -1);
   s->values.reserve(r_->produced.size());
   for (auto& w : r_->produced) s->values.push_back(w.lock());
   return s;
@@ -48,10 +55,15 @@ std::unique_ptr<Engine::SplitRun> Engine::take_split(const Program& p) {
 
 hlo::Value Engine::split_input(TraceRef ref) {
   if (ref.external) {
-    const pjrt::BufferPtr& buffer = split_->externals.at(ref.index);
+    SplitRun& s = *split_;
+    if (auto it = s.bound.find(ref.index); it != s.bound.end()) return it->second;
+    pjrt::BufferPtr& buffer = s.externals.at(ref.index);
     if (!buffer) throw pjrt::Error("internal: an external input of a split recording is unbound");
-    const hlo::TensorType& type = split_->external_types[ref.index];
-    return split_->external_scalar[ref.index] ? bind_scalar(buffer, type) : bind(buffer, type);
+    const hlo::TensorType& type = s.external_types[ref.index];
+    hlo::Value node = s.external_scalar[ref.index] ? bind_scalar(buffer, type) : bind(buffer, type);
+    s.bound.emplace(ref.index, node);
+    if (s.last_use[ref.index] <= s.op) buffer.reset();  // its last reader has it now
+    return node;
   }
   const ValuePtr& v = split_->values.at(ref.index);
   if (!v) throw pjrt::Error("internal: an op of a split recording read a result not computed yet");
@@ -59,14 +71,23 @@ hlo::Value Engine::split_input(TraceRef ref) {
 }
 
 void Engine::split_result(uint32_t index, hlo::Value node) {
-  ValuePtr& v = split_->values.at(index);
-  if (!v) v = std::make_shared<DeviceValue>(node.type(), r_->device);  // a dead intermediate
+  SplitRun& s = *split_;
+  ValuePtr& v = s.values.at(index);
+  // A dead intermediate is a result of this program, as all of an op's
+  // results are in Strict Eager, unless only its own op reads it (an
+  // unwritten storage's zeros): that stays inside, as in Strict's program.
+  bool internal = false;
+  if (!v) {
+    v = std::make_shared<DeviceValue>(node.type(), r_->device);
+    const int32_t reader = s.trace_last_use.at(index);
+    internal = reader >= 0 && s.tags.at(reader) == s.tags.at(s.op);
+  }
   if (!(node.type() == v->type_))
     throw pjrt::Error("internal: a deferred op lowered to " + node.type().str() +
                       " for a placeholder of " + v->type_.str());
   v->epoch_ = r_->epoch;
   v->node_ = node;
-  r_->produced.push_back(v);
+  if (!internal) r_->produced.push_back(v);
 }
 
 void Engine::run_split(SplitRun& s, const std::vector<OpSite>& sites) {
@@ -83,12 +104,19 @@ void Engine::run_split(SplitRun& s, const std::vector<OpSite>& sites) {
     r_ = outer;
   };
   try {
-    for (size_t i = 0; i < s.ops.size(); ++i) {
+    // The deferred ops of one recorded op (the zeros of an unwritten storage
+    // it reads, then the op) are one program, as in Strict Eager.
+    for (size_t i = 0; i < s.ops.size();) {
+      const int64_t tag = s.tags[i];
+      s.bound.clear();
       one.state = Recorder::State::kBuilder;
       one.builder->set_checks_enabled(checks_);
       one.builder->set_check_tag(0);
-      one.op_sites.push_back(sites.at(s.tags[i]));
-      s.ops[i]->lower(*this);
+      if (tag >= 0 && static_cast<size_t>(tag) < sites.size()) one.op_sites.push_back(sites[tag]);
+      for (; i < s.ops.size() && s.tags[i] == tag; ++i) {
+        s.op = static_cast<int32_t>(i);
+        s.ops[i]->lower(*this);
+      }
       flush_current(FlushCause::kAsyncEager, /*with_text=*/false);
     }
   } catch (const std::exception& err) {

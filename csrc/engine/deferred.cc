@@ -62,9 +62,15 @@ void Engine::defer(DeferredPtr op, uint64_t key) {
   metrics_.count(Hot::kOpsDeferred);
 }
 
+void Engine::note_use(std::vector<int32_t>& last_use, uint32_t index) const {
+  if (last_use.size() <= index) last_use.resize(index + 1, -1);
+  last_use[index] = r_->lowering_op;
+}
+
 hlo::Value Engine::trace_input(TraceRef ref) {
   if (split_) return split_input(ref);
   if (ref.external) {
+    if (r_->lowering_op >= 0) note_use(r_->external_last_use, ref.index);
     hlo::Value& node = r_->external_nodes.at(ref.index);
     if (!node.valid())
       node = r_->external_scalar[ref.index]
@@ -72,6 +78,7 @@ hlo::Value Engine::trace_input(TraceRef ref) {
                  : bind(r_->externals[ref.index], r_->external_types[ref.index], ref.index);
     return node;
   }
+  if (r_->lowering_op >= 0) note_use(r_->trace_last_use, ref.index);
   const hlo::Value& node = r_->trace_nodes.at(ref.index);
   if (!node.valid()) throw pjrt::Error("internal: a deferred op read a result not lowered yet");
   return node;
@@ -100,8 +107,10 @@ void Engine::to_builder(bool keep) {
   try {
     for (size_t i = 0; i < r_->deferred.size(); ++i) {
       r_->builder->set_check_tag(r_->deferred_tags[i]);
+      r_->lowering_op = static_cast<int32_t>(i);
       r_->deferred[i]->lower(*this);
     }
+    r_->lowering_op = -1;
     // Back to the op being recorded (one that could not be deferred).
     r_->builder->set_check_tag(static_cast<int64_t>(r_->op_sites.size()));
   } catch (const std::exception& err) {

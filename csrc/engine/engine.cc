@@ -205,6 +205,8 @@ void Engine::reset_recording() {
   r_->deferred_tags.clear();
   r_->trace_key = 0;
   r_->lowered.clear();
+  r_->external_last_use.clear();
+  r_->trace_last_use.clear();
 }
 
 void Engine::set_mode(Mode m) {
@@ -488,9 +490,14 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
   // A parameter whose buffer nobody but this recording holds (the old value
   // of an in-place update) is donated: the program may reuse its memory.
   std::unordered_map<const pjrt::Buffer*, size_t> donated;  // buffer -> parameter
+  // An op run alone for a Fused recording donates only what Strict would
+  // (an in-place update's old buffer), not the buffer of a tensor that died
+  // since it was recorded: its program stays Strict's.
+  const bool only_priors = cause == FlushCause::kAsyncEager;
   if (donate_) {
     for (size_t i = 0; i < r_->inputs.size(); ++i)
-      if (!r_->input_scalar[i] && donatable(r_->inputs[i], priors)) {
+      if (!r_->input_scalar[i] && donatable(r_->inputs[i], priors) &&
+          (!only_priors || priors.held.count(r_->inputs[i].get()))) {
         r_->builder->set_donated(i);
         donated.emplace(r_->inputs[i].get(), i);
       }
@@ -590,7 +597,13 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
       }
     }
     if (!p.exe) {
-      compile_async(key, std::move(p.text), quick);
+      // The pieces a new op cut a recording into do not come again (the
+      // next step records the whole step): queued only if they do.
+      compile_async(key, std::move(p.text), quick || cause == FlushCause::kNewOp);
+      // Only the run holds the inputs now, and lets go of each after its
+      // last reader: donation decides as it would for these ops in Strict.
+      p.inputs.clear();
+      priors = Priors{};
       run_split(*split, sites);
       return p;
     }

@@ -194,6 +194,12 @@ class Engine {
   // once it is in the cache, the same recording launches it.
   void set_async_compile(bool on);
   bool async_compile() const { return async_compile_; }
+  // Whether an op whose lowering is new runs as a program of its own
+  // (FlushCause::kNewOp), keeping the Fused recordings around it deferred:
+  // not inside optimizer.step(), one program in Strict Eager too.
+  bool runs_new_ops_alone() const {
+    return async_compile_ && mode_ == Mode::kDeferAndFuse && !r_->loop.held();
+  }
 
   // ---- deferred lowering (deferred.h); callers hold lock() ----
   // Every eager mode records an op whose signature lowered before as a
@@ -325,6 +331,10 @@ class Engine {
     std::vector<hlo::TensorType> external_types;
     std::vector<bool> external_scalar;
     std::vector<ValuePtr> values;            // trace index → its value (null until written)
+    std::vector<int32_t> last_use;           // external i's last reader (-1: none)
+    std::vector<int32_t> trace_last_use;     // trace index i's last reader (-1: none)
+    int32_t op = 0;                          // the op being run
+    std::unordered_map<uint32_t, hlo::Value> bound;  // its externals, once bound
   };
   // Whether a flush for `cause` keeps its deferred ops for a run op by op.
   bool may_split(FlushCause cause, bool run) const;
@@ -333,6 +343,8 @@ class Engine {
   // Runs each op as a program of its own, in order; the recording's live
   // values get their buffers from them.
   void run_split(SplitRun& s, const std::vector<OpSite>& sites);
+  // Records that the deferred op being lowered reads `index` (to_builder).
+  void note_use(std::vector<int32_t>& last_use, uint32_t index) const;
   // trace_input and set_trace_result during run_split.
   hlo::Value split_input(TraceRef ref);
   void split_result(uint32_t index, hlo::Value node);

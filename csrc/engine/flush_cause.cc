@@ -31,6 +31,7 @@ constexpr Names kNames[] = {
     {"send", "flush_send"},
     {"recv", "flush_recv"},
     {"async_eager", "flush_async_eager"},
+    {"new_op", "flush_new_op"},
 };
 static_assert(std::size(kNames) == kNumFlushCauses,
               "a name per FlushCause");

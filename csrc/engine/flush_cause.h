@@ -32,8 +32,10 @@ enum class FlushCause : uint8_t {
   kRecv,
   kAsyncEager,     // one op of a Fused Eager recording whose program compiles
                    // in the background (engine/async_eager.cc)
+  kNewOp,          // Fused Eager with asynchronous compiles: an op never
+                   // lowered before runs alone (before and after it)
 };
-inline constexpr size_t kNumFlushCauses = static_cast<size_t>(FlushCause::kAsyncEager) + 1;
+inline constexpr size_t kNumFlushCauses = static_cast<size_t>(FlushCause::kNewOp) + 1;
 
 // The cause's name ("host_read") and metric ("flush_host_read").
 const char* name(FlushCause c);

@@ -48,6 +48,7 @@ class LoopDetector {
   // step's state creation is no loop, and cutting it made three programs
   // that never ran again. The held recording still becomes the last body.
   void hold(bool on) { held_ = on; }
+  bool held() const { return held_; }
 
  private:
   size_t period() const;  // rule 2: a period of current_ ending now, or 0

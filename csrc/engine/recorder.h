@@ -58,8 +58,13 @@ struct Recorder {
   std::vector<hlo::Value> trace_nodes;
   uint64_t trace_key = 0;
   // The deferred ops a flush lowered, kept for a run op by op (Fused Eager's
-  // asynchronous compiles, async_eager.cc).
+  // asynchronous compiles, async_eager.cc), and per external the last of
+  // them that read it (-1: none), so that run can let go of each in time and
+  // keep a value read only by its own op out of that op's results.
   std::vector<DeferredPtr> lowered;
+  std::vector<int32_t> external_last_use;
+  std::vector<int32_t> trace_last_use;  // per trace index (placeholder), the same
+  int32_t lowering_op = -1;  // the deferred op to_builder is lowering
 
   // The recording's ops and where they came from, for messages.
   std::vector<OpSite> op_sites;

@@ -30,7 +30,7 @@ def _async_fused():
 def _counts():
     m = torch_tpu.metrics()
     return {k: m.get(k, 0) for k in ("async_eager_recordings", "async_fused_compiles",
-                                      "flush_async_eager", "trace_hits",
+                                      "flush_async_eager", "trace_hits", "compiles",
                                       "async_fused_compile_failures")}
 
 
@@ -75,17 +75,40 @@ def test_training_runs_op_by_op_while_compiling_then_launches_the_program():
     model = _mlp().to("tpu")
     per_step = _train(8, 4, model, torch.optim.AdamW(model.parameters(), lr=1e-2),
                       cpu, torch.optim.AdamW(cpu.parameters(), lr=1e-2))
-    # Step 0 lowers ops never seen (not deferred: its programs compile at
-    # once). From step 1 the recordings are traces: one misses the cache, so
-    # it runs op by op, and its compile is queued once.
-    waiting = per_step[1:4]
-    assert all(d["async_eager_recordings"] >= 1 and d["flush_async_eager"] > 1 for d in waiting), per_step
-    assert sum(d["async_fused_compiles"] for d in per_step) >= 1, per_step
-    assert sum(d["async_fused_compiles"] for d in waiting[1:]) == 0, per_step  # queued once
+    # While the worker is held every recording runs op by op: step 0's ops
+    # are new, each a program of its own, and the pieces between them run op
+    # by op; later steps' whole-step recordings too, their compiles queued
+    # once each (step 0's pieces and the optimizer's first step never).
+    waiting = per_step[:4]
+    assert all(d["async_eager_recordings"] >= 1 for d in waiting), per_step
+    assert all(d["flush_async_eager"] > 1 for d in waiting[1:]), per_step
+    assert per_step[0]["async_fused_compiles"] == 0, per_step
+    assert 1 <= sum(d["async_fused_compiles"] for d in per_step) <= 4, per_step
+    assert per_step[3]["async_fused_compiles"] == 0, per_step
     # Once compiled, every recording launches its program.
-    for d in per_step[5:]:
+    for d in per_step[4:]:
         assert d["async_eager_recordings"] == 0 and d["flush_async_eager"] == 0, per_step
         assert d["trace_hits"] >= 1, per_step
+
+
+def test_with_per_op_programs_cached_no_step_waits_for_a_compile():
+    # The issue's scenario: Strict Eager's per-op programs are in the cache
+    # (here from a Strict run of the same model), the whole-step programs are
+    # not. In Fused Eager with asynchronous compiles no step compiles on the
+    # calling thread: the worker is held for steps 0-3, and nothing compiles.
+    cpu = _mlp()
+    with torch_tpu.eager_mode("DEFER_NEVER"):
+        warm, warm_cpu = _mlp().to("tpu"), _mlp()
+        _train(3, 0, warm, torch.optim.AdamW(warm.parameters(), lr=1e-2),
+               warm_cpu, torch.optim.AdamW(warm_cpu.parameters(), lr=1e-2))
+    model = _mlp().to("tpu")
+    per_step = _train(6, 4, model, torch.optim.AdamW(model.parameters(), lr=1e-2),
+                      cpu, torch.optim.AdamW(cpu.parameters(), lr=1e-2))
+    assert all(d["async_eager_recordings"] >= 1 for d in per_step[:4]), per_step
+    assert sum(d["compiles"] for d in per_step[:4]) == 0, per_step
+    assert sum(d["async_fused_compiles"] for d in per_step) >= 1, per_step
+    # The worker, let go before step 4, compiled them: step 5 launches them.
+    assert per_step[5]["async_eager_recordings"] == 0 and per_step[5]["trace_hits"] >= 1, per_step
 
 
 def test_off_by_default_nothing_runs_op_by_op():
