@@ -31,15 +31,16 @@ OPTION = "async_compile"
 _switch = None  # set_async_compile's value; None: the environment decides
 
 
-def set_async_compile(enabled: bool) -> None:
+def set_async_compile(enabled) -> None:
     """Turns asynchronous compiles on or off for the process: graphs of
     torch.compile(backend="tpu") without an `async_compile` option, and Fused
-    Eager recordings. Overrides TORCH_TPU_ASYNC_COMPILE."""
+    Eager recordings. True or False override TORCH_TPU_ASYNC_COMPILE; None
+    hands the choice back to it."""
     global _switch
-    if not isinstance(enabled, bool):
-        raise TypeError(f"torch_tpu.set_async_compile takes True or False, got {enabled!r}")
+    if enabled is not None and not isinstance(enabled, bool):
+        raise TypeError(f"torch_tpu.set_async_compile takes True, False or None, got {enabled!r}")
     _switch = enabled
-    _C._set_async_compile(enabled)
+    _C._set_async_compile(check_option(None))
 
 
 def async_compile_enabled() -> bool:

@@ -288,7 +288,7 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
     // program compiles (engine/async_eager.cc).
     const bool alone = !deferred && signature != 0 && e.runs_new_ops_alone() &&
                        !was_lowered(signature);
-    if (alone) {
+    if (alone && e.has_earlier_program()) {
       e.flush(engine::FlushCause::kNewOp);
       e.begin(state.device);
     }

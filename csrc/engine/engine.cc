@@ -189,6 +189,7 @@ void Engine::reset_recording() {
   r_->builder->clear();  // keeps its memory: no allocation churn per program
   r_->epoch = next_epoch_++;
   r_->ops = 0;
+  r_->joining_ops = 0;
   r_->inputs.clear();
   r_->bound.clear();
   r_->produced.clear();
@@ -372,6 +373,7 @@ void Engine::set_warning_handler(std::function<void(const std::string&)> handler
 
 void Engine::end(const char* op, const std::string* site, bool joins_consumer) {
   ++r_->ops;
+  r_->joining_ops = joins_consumer ? r_->joining_ops + 1 : 0;
   // An op without a site (a copy the autocast backward makes) says nothing
   // of where the user's code is: it does not end a run of that code.
   if (site != nullptr && site != r_->last_site) {

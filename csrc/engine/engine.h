@@ -200,6 +200,10 @@ class Engine {
   bool runs_new_ops_alone() const {
     return async_compile_ && mode_ == Mode::kDeferAndFuse && !r_->loop.held();
   }
+  // Whether the recording holds an op that Strict Eager would have run
+  // before the op being recorded: not only this op's own deferred inputs
+  // (an unwritten storage's zeros) and copies that join their consumer.
+  bool has_earlier_program() const { return r_->ops > r_->joining_ops; }
 
   // ---- deferred lowering (deferred.h); callers hold lock() ----
   // Every eager mode records an op whose signature lowered before as a

@@ -31,6 +31,10 @@ struct Recorder {
   uint64_t epoch = 0;
   int device = 0;
   size_t ops = 0;
+  // The last ops recorded that join their consumer's program in Strict
+  // Eager (Engine::end's joins_consumer), counted back to the last that
+  // does not.
+  size_t joining_ops = 0;
   std::vector<pjrt::BufferPtr> inputs;                        // parameter i's buffer
   std::unordered_map<const pjrt::Buffer*, hlo::Value> bound;  // buffer → parameter
   std::vector<std::weak_ptr<DeviceValue>> produced;           // candidates for outputs

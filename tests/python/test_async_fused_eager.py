@@ -24,13 +24,13 @@ def _async_fused():
         yield
     _C._hold_background_compiles(False)
     _C._drain_background_compiles()
-    torch_tpu.set_async_compile(False)
+    torch_tpu.set_async_compile(None)  # the environment's choice again
 
 
 def _counts():
     m = torch_tpu.metrics()
     return {k: m.get(k, 0) for k in ("async_eager_recordings", "async_fused_compiles",
-                                      "flush_async_eager", "trace_hits", "compiles",
+                                      "flush_async_eager", "flush_new_op", "trace_hits", "compiles",
                                       "async_fused_compile_failures")}
 
 
@@ -75,14 +75,13 @@ def test_training_runs_op_by_op_while_compiling_then_launches_the_program():
     model = _mlp().to("tpu")
     per_step = _train(8, 4, model, torch.optim.AdamW(model.parameters(), lr=1e-2),
                       cpu, torch.optim.AdamW(cpu.parameters(), lr=1e-2))
-    # While the worker is held every recording runs op by op: step 0's ops
-    # are new, each a program of its own, and the pieces between them run op
-    # by op; later steps' whole-step recordings too, their compiles queued
-    # once each (step 0's pieces and the optimizer's first step never).
-    waiting = per_step[:4]
-    assert all(d["async_eager_recordings"] >= 1 for d in waiting), per_step
-    assert all(d["flush_async_eager"] > 1 for d in waiting[1:]), per_step
-    assert per_step[0]["async_fused_compiles"] == 0, per_step
+    # While the worker is held no step waits for a whole-step compile: step
+    # 0's ops are new, each run as its Strict program; later steps'
+    # recordings run op by op, their compiles queued once each (step 0's
+    # pieces and the optimizer's first step never).
+    assert per_step[0]["flush_new_op"] >= 5 and per_step[0]["async_fused_compiles"] == 0, per_step
+    waiting = per_step[1:4]
+    assert all(d["async_eager_recordings"] >= 1 and d["flush_async_eager"] > 1 for d in waiting), per_step
     assert 1 <= sum(d["async_fused_compiles"] for d in per_step) <= 4, per_step
     assert per_step[3]["async_fused_compiles"] == 0, per_step
     # Once compiled, every recording launches its program.
@@ -205,7 +204,13 @@ def test_a_recording_that_may_run_once_compiles_when_it_comes_again():
     assert queued == [1, 0, 1, 0, 1], queued
 
 
-def test_switch_takes_a_bool():
+def test_switch_takes_a_bool_or_none(monkeypatch):
     with pytest.raises(TypeError, match="set_async_compile"):
         torch_tpu.set_async_compile("yes")
+    assert torch_tpu.async_compile_enabled()
+    monkeypatch.setenv("TORCH_TPU_ASYNC_COMPILE", "0")
+    torch_tpu.set_async_compile(None)
+    assert not torch_tpu.async_compile_enabled()
+    monkeypatch.setenv("TORCH_TPU_ASYNC_COMPILE", "1")
+    torch_tpu.set_async_compile(None)
     assert torch_tpu.async_compile_enabled()
