@@ -15,7 +15,8 @@
 // to the values earlier ops' programs produced; then that recording is
 // flushed like a Strict op's (FlushCause::kAsyncEager). The recording's live
 // values are the ops' results, so they end up holding the buffers of those
-// programs; dead intermediates live in temporaries until the run ends. Each
+// programs; dead intermediates live in temporaries until their last reader
+// ran. Each
 // such program is the one Strict Eager runs for the op, so a cache holding
 // Strict's serves it: the run lets go of each external input after its last
 // reader, donation takes only an in-place update's old buffer, and a value
@@ -77,9 +78,10 @@ void Engine::split_result(uint32_t index, hlo::Value node) {
   // results are in Strict Eager, unless only its own op reads it (an
   // unwritten storage's zeros): that stays inside, as in Strict's program.
   bool internal = false;
+  const int32_t reader = s.trace_last_use.at(index);
+  if (reader < 0) s.unread.push_back(index);  // let go once computed
   if (!v) {
     v = std::make_shared<DeviceValue>(node.type(), r_->device);
-    const int32_t reader = s.trace_last_use.at(index);
     internal = reader >= 0 && s.tags.at(reader) == s.tags.at(s.op);
   }
   if (!(node.type() == v->type_))
@@ -103,12 +105,20 @@ void Engine::run_split(SplitRun& s, const std::vector<OpSite>& sites) {
     mode_ = mode;
     r_ = outer;
   };
+  // Each value is let go after its last reader (a dead intermediate's
+  // buffer is freed there, as in Strict Eager, not at the end of the run).
+  std::vector<std::vector<uint32_t>> release_at(s.ops.size());
+  for (size_t v = 0; v < s.trace_last_use.size(); ++v)
+    if (s.trace_last_use[v] >= 0 && static_cast<size_t>(s.trace_last_use[v]) < s.ops.size())
+      release_at[s.trace_last_use[v]].push_back(static_cast<uint32_t>(v));
   try {
     // The deferred ops of one recorded op (the zeros of an unwritten storage
     // it reads, then the op) are one program, as in Strict Eager.
     for (size_t i = 0; i < s.ops.size();) {
+      const size_t first = i;
       const int64_t tag = s.tags[i];
       s.bound.clear();
+      s.unread.clear();
       one.state = Recorder::State::kBuilder;
       one.builder->set_checks_enabled(checks_);
       one.builder->set_check_tag(0);
@@ -118,6 +128,9 @@ void Engine::run_split(SplitRun& s, const std::vector<OpSite>& sites) {
         s.ops[i]->lower(*this);
       }
       flush_current(FlushCause::kAsyncEager, /*with_text=*/false);
+      for (size_t k = first; k < i; ++k)
+        for (uint32_t v : release_at[k]) s.values[v].reset();
+      for (uint32_t v : s.unread) s.values[v].reset();
     }
   } catch (const std::exception& err) {
     // The ops after the failed one never run: their values carry its error
@@ -133,6 +146,11 @@ void Engine::run_split(SplitRun& s, const std::vector<OpSite>& sites) {
     throw;
   }
   restore();
+}
+
+bool Engine::async_known(const hlo::Fingerprint& key) {
+  std::lock_guard<std::mutex> guard(async_mu_);
+  return async_pending_.count(key) || async_failed_.count(key) || async_seen_.count(key);
 }
 
 void Engine::compile_async(const hlo::Fingerprint& key, std::string text, bool once) {

@@ -590,7 +590,10 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
       abandon(p.outputs, priors.of, why);
       pjrt::raise(why, err.code());
     }
-    if (!signature.empty()) {
+    // (A program compiling in the background, or that failed to, was noted
+    // when first missed: the recordings run op by op meanwhile compile
+    // nothing new.)
+    if (!signature.empty() && !(split && !p.exe && async_known(key))) {
       metrics_.count("compiles_at_known_site");
       std::string warning = watcher_.note(*site, first_op, signature);
       if (!warning.empty() && warn_) {

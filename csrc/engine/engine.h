@@ -339,6 +339,7 @@ class Engine {
     std::vector<int32_t> trace_last_use;     // trace index i's last reader (-1: none)
     int32_t op = 0;                          // the op being run
     std::unordered_map<uint32_t, hlo::Value> bound;  // its externals, once bound
+    std::vector<uint32_t> unread;            // its results no later op reads
   };
   // Whether a flush for `cause` keeps its deferred ops for a run op by op.
   bool may_split(FlushCause cause, bool run) const;
@@ -356,6 +357,9 @@ class Engine {
   // warning, once), or may run once (`once`: a reshaped recompilation or an
   // optimizer's first step, queued when it is seen again).
   void compile_async(const hlo::Fingerprint& key, std::string text, bool once);
+  // Whether `key` was missed before: compiling in the background, failed,
+  // or (may run once) seen.
+  bool async_known(const hlo::Fingerprint& key);
   bool async_compile_ = false;
   SplitRun* split_ = nullptr;  // during run_split
   std::mutex async_mu_;  // the background worker's callback takes it
