@@ -148,42 +148,11 @@ void Engine::run_split(SplitRun& s, const std::vector<OpSite>& sites) {
   restore();
 }
 
-bool Engine::async_known(const hlo::Fingerprint& key) {
-  std::lock_guard<std::mutex> guard(async_mu_);
-  return async_pending_.count(key) || async_failed_.count(key) || async_seen_.count(key);
-}
-
 void Engine::compile_async(const hlo::Fingerprint& key, std::string text, bool once) {
-  std::string failure;
-  {
-    std::lock_guard<std::mutex> guard(async_mu_);
-    auto failed = async_failed_.find(key);
-    if (failed != async_failed_.end())
-      failure = std::exchange(failed->second, std::string());  // warned once
-    if (failed != async_failed_.end() || async_pending_.count(key) ||
-        (once && async_seen_.insert(key).second)) {
-      // (A recording that may run once is queued when it comes again.)
-      if (failure.empty()) return;
-    } else {
-      if (async_seen_.size() > 4096) async_seen_.clear();
-      async_pending_.insert(key);
-    }
-  }
-  if (!failure.empty()) {
-    if (warn_)
-      warn_("torch_tpu: a Fused Eager program failed to compile in the background; its ops keep "
-            "running one program each:\n" + failure);
-    return;
-  }
-  metrics_.count("async_fused_compiles");
-  cache_->compile_in_background(key, std::move(text),
-                                [this, key](pjrt::ExecutablePtr exe, const std::string& error) {
-    std::lock_guard<std::mutex> guard(async_mu_);
-    async_pending_.erase(key);
-    if (exe) return;
-    metrics_.count("async_fused_compile_failures");
-    async_failed_[key] = error.empty() ? std::string("(no message)") : error;
-  });
+  std::string failure = background_programs_.queue(*cache_, key, std::move(text), once);
+  if (!failure.empty() && warn_)
+    warn_("torch_tpu: a Fused Eager program failed to compile in the background; its ops keep "
+          "running one program each:\n" + failure);
 }
 
 }  // namespace torch_tpu::engine

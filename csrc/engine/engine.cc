@@ -593,7 +593,7 @@ Program Engine::flush_recording(FlushCause cause, bool with_text, bool run) {
     // (A program compiling in the background, or that failed to, was noted
     // when first missed: the recordings run op by op meanwhile compile
     // nothing new.)
-    if (!signature.empty() && !(split && !p.exe && async_known(key))) {
+    if (!signature.empty() && !(split && !p.exe && background_programs_.known(key))) {
       metrics_.count("compiles_at_known_site");
       std::string warning = watcher_.note(*site, first_op, signature);
       if (!warning.empty() && warn_) {

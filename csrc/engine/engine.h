@@ -14,11 +14,11 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "../hlo/target.h"
 #include "../pjrt/client.h"
+#include "background_programs.h"
 #include "cache.h"
 #include "deferred.h"
 #include "element_types.h"
@@ -357,14 +357,9 @@ class Engine {
   // warning, once), or may run once (`once`: a reshaped recompilation or an
   // optimizer's first step, queued when it is seen again).
   void compile_async(const hlo::Fingerprint& key, std::string text, bool once);
-  // Whether `key` was missed before: compiling in the background, failed,
-  // or (may run once) seen.
-  bool async_known(const hlo::Fingerprint& key);
   bool async_compile_ = false;
   SplitRun* split_ = nullptr;  // during run_split
-  std::mutex async_mu_;  // the background worker's callback takes it
-  std::unordered_set<hlo::Fingerprint, hlo::FingerprintHash> async_pending_, async_seen_;
-  std::unordered_map<hlo::Fingerprint, std::string, hlo::FingerprintHash> async_failed_;
+  BackgroundPrograms background_programs_{metrics_};
   void remember_trace(uint64_t key, const hlo::Fingerprint& program, size_t num_outputs,
                       CheckListPtr checks);
   // Appends the checks' i32 result to `results` and lists them (null: none).
