@@ -16,11 +16,10 @@
 // flushed like a Strict op's (FlushCause::kAsyncEager). The recording's live
 // values are the ops' results, so they end up holding the buffers of those
 // programs; dead intermediates live in temporaries until their last reader
-// ran. Each
-// such program is the one Strict Eager runs for the op, so a cache holding
-// Strict's serves it: the run lets go of each external input after its last
-// reader, donation takes only an in-place update's old buffer, and a value
-// only its own op reads stays inside (see split_result).
+// ran. Each such program is the one Strict Eager runs for the op, so a cache
+// holding Strict's serves it: the run lets go of each external input after
+// its last reader, donation takes only an in-place update's old buffer, and
+// a value only its own op reads stays inside (see split_result).
 #include "engine.h"
 
 namespace torch_tpu::engine {
