@@ -442,7 +442,7 @@ void register_elementwise(Registry& r) {
   for (const auto& [name, op] : math) r.add(std::string("aten::") + name, unary_rule(op));
 
   const std::pair<const char*, UnaryOp> unaries[] = {
-      {"aten::neg", neg}, {"aten::abs", abs}, {"aten::sign", sign},
+      {"aten::neg", neg}, {"aten::sign", sign},
       {"aten::sgn", sign}, {"aten::floor", floor_any}, {"aten::ceil", ceil_any},
       {"aten::round", round_half_even}, {"aten::trunc", trunc}, {"aten::frac", frac},
       {"aten::reciprocal", reciprocal}, {"aten::square", square},
@@ -451,6 +451,13 @@ void register_elementwise(Registry& r) {
       {"aten::deg2rad", deg2rad},
   };
   for (const auto& [op, f] : unaries) r.add(op, unary_fn(f));
+  // A complex number's modulus: its input is not converted to the (real)
+  // result type first, which would keep only the real part.
+  r.add("aten::abs", [](Context& c, const Args& a) {
+    Value x = a[0].tensor;
+    if (hlo::is_complex(x.dtype())) return Values{c.b.convert(c.b.abs(x), c.out().dtype)};
+    return Values{abs(c.b, c.b.convert(x, c.out().dtype))};
+  });
 
   r.add("aten::where.self", where);
   for (const char* op : {"aten::clamp", "aten::clamp.Tensor"}) r.add(op, clamp);

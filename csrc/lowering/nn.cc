@@ -245,6 +245,7 @@ Values prelu_backward(Context& c, const Args& a) {
 }  // namespace
 
 void register_nn_ctc(Registry& r);  // nn_ctc.cc
+void register_nn_rnn(Registry& r);  // nn_rnn.cc
 
 void register_nn(Registry& r) {
   const std::pair<const char*, Formula> pointwise_ops[] = {
@@ -274,6 +275,7 @@ void register_nn(Registry& r) {
   register_nn_loss(r);
   register_nn_norm(r);
   register_nn_ctc(r);
+  register_nn_rnn(r);
   register_attention(r);
   register_sdpa(r);
 }
