@@ -26,6 +26,7 @@ void note_tensor(const at::Tensor& t, CallState& s, const c10::OperatorName& op)
                 "Expected all tensors to be on the same device, but found at least two "
                 "devices, tpu:", s.device, " and tpu:", d, "! (in ", full_name(op), ")");
     s.device = d;
+    s.math_bits |= t.is_conj() || t.is_neg();
   } else {
     TORCH_CHECK(t.dim() == 0 && t.device().is_cpu(),
                 "Expected all tensors to be on the same device, but found at least two "
@@ -54,6 +55,7 @@ void scan(const c10::IValue& v, CallState& s, const c10::OperatorName& op) {
 namespace {
 
 c10::Scalar cpu_scalar(const at::Tensor& t) {
+  if (t.is_conj() || t.is_neg()) return t.item();  // its value, not its storage
   switch (t.scalar_type()) {
     case at::kDouble: return *t.const_data_ptr<double>();
     case at::kFloat: return *t.const_data_ptr<float>();

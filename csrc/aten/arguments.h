@@ -20,6 +20,7 @@ std::string full_name(const c10::OperatorName& n);
 struct CallState {
   int device = -1;
   bool wide = false;  // a float64 tensor takes part: Python floats enter as f64
+  bool math_bits = false;  // a tpu tensor is a lazy conjugate or negative view
 };
 
 // Checks that `v`'s tensors share one tpu device (CPU 0-dim tensors are host

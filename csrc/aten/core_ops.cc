@@ -6,6 +6,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/_conj_physical.h>
+#include <ATen/ops/_neg_view.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/_copy_from.h>
 #include <ATen/ops/empty.h>
@@ -139,16 +140,25 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   return to_cpu(self, "aten::_local_scalar_dense (Tensor.item())").item();
 }
 
-// A conjugate-view source: PyTorch's conjugate fallback would resolve it
-// with a clone, which copies through _copy_from again, forever. Copy the
-// plain data instead, then conjugate the destination.
-at::Tensor copy_from_conjugate(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  bool conj = self.is_conj();
+// A copy between tensors of which one is a lazy conjugate or negative view
+// (is_conj/is_neg). PyTorch's fallbacks would resolve the source with a clone,
+// which copies through _copy_from again, forever; and a destination's bit
+// says its storage holds the conjugate (negation) of what it reads as. So the
+// plain storages are copied, then the destination's storage is conjugated
+// (negated) where the two views' bits differ.
+at::Tensor copy_from_math_bits(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  auto plain = [](const at::Tensor& t) {
+    at::Tensor p = t.is_conj() ? t.conj() : t;  // each flips the bit: a view
+    return p.is_neg() ? at::_neg_view(p) : p;
+  };
+  at::Tensor out = plain(dst);
   {
-    c10::impl::ExcludeDispatchKeyGuard guard(c10::DispatchKey::Conjugate);
-    at::_copy_from(conj ? self.conj() : self, dst, non_blocking);
+    c10::impl::ExcludeDispatchKeyGuard guard(
+        c10::DispatchKeySet({c10::DispatchKey::Conjugate, c10::DispatchKey::Negative}));
+    at::_copy_from(plain(self), out, non_blocking);
   }
-  if (conj) dst.copy_(at::_conj_physical(dst));
+  if (self.is_conj() != dst.is_conj()) out.copy_(at::_conj_physical(out));
+  if (self.is_neg() != dst.is_neg()) out.neg_();
   return dst;
 }
 
@@ -170,8 +180,14 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 }  // namespace
 
+// _copy_from is the copy of backends outside PyTorch's own (PrivateUse1, XLA):
+// these kernels change no other device's copies.
 TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
-  m.impl("_copy_from", copy_from_conjugate);
+  m.impl("_copy_from", copy_from_math_bits);
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", copy_from_math_bits);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -231,6 +231,48 @@ hlo::Values lower_call(engine::Engine& e, const Plan& plan, const OpMeta& meta,
   return outs;
 }
 
+namespace {
+
+// A lazy conjugate or negative view (Tensor.conj() of a complex tensor, and
+// the imaginary part of one: is_conj()/is_neg()) reaches a lowered kernel
+// only through the ops that PyTorch's conjugate and negative fallbacks let
+// through because CPU's and CUDA's kernels apply the bit themselves (mm,
+// addmm, bmm, baddbmm, dot, vdot, linalg_vector_norm, ...). Ours read
+// storage: the inputs are resolved into plain tensors first. A written
+// tensor with a bit would need its result conjugated on the way in: refused.
+Ran run_resolving_math_bits(const c10::OperatorHandle& op, const Plan& plan,
+                            c10::ArrayRef<c10::IValue> args) {
+  auto plain = [&](const at::Tensor& t, size_t i) {
+    if (!t.defined() || (!t.is_conj() && !t.is_neg())) return t;
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        std::find(plan.mutated.begin(), plan.mutated.end(), i) == plan.mutated.end(),
+        full_name(op.schema().operator_name()), ": writing into a conjugate or negative view "
+        "(Tensor.conj(), .imag of a conjugate) is not supported on tpu; write into "
+        "t.resolve_conj().resolve_neg() instead");
+    return t.resolve_conj().resolve_neg();
+  };
+  std::vector<c10::IValue> resolved(args.begin(), args.end());
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    c10::IValue& v = resolved[i];
+    if (v.isTensor()) {
+      v = plain(v.toTensor(), i);
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : v.toTensorList()) list.push_back(plain(t, i));
+      v = list;
+    } else if (v.isList() && v.toList().elementType()->kind() == c10::TypeKind::OptionalType) {
+      c10::List<std::optional<at::Tensor>> list;
+      for (const c10::IValue& e : v.toListRef())
+        list.push_back(e.isTensor() ? std::optional<at::Tensor>(plain(e.toTensor(), i))
+                                    : std::nullopt);
+      v = list;
+    }
+  }
+  return run_lowered(op, plan, resolved);
+}
+
+}  // namespace
+
 Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c10::IValue> args) {
   auto& e = engine::Engine::get();
   KernelTimer timer(e.metrics());
@@ -238,6 +280,7 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
 
   CallState state;
   for (const c10::IValue& v : args) scan(v, state, schema.operator_name());
+  if (state.math_bits) return run_resolving_math_bits(op, plan, args);
   if (state.device < 0) state.device = current_device();
   // Factories (no tensor inputs: arange, linspace, …) take Python numbers in
   // double, as CPU's range kernels do.

@@ -307,6 +307,7 @@ Value copysign(Builder& b, Value x, Value y) {
   return b.select(b.or_(neg, negzero), b.neg(ax), ax);
 }
 Value logaddexp(Builder& b, Value x, Value y) {
+  if (hlo::is_complex(x.dtype())) throw Unsupported("aten::logaddexp of complex tensors");
   Value m = b.max(x, y);
   Value d = b.neg(b.abs(b.sub(x, y)));
   Value r = b.add(m, b.unary("stablehlo.log_plus_one", b.exp(d)));
@@ -330,7 +331,8 @@ Values lerp(Context& c, const Args& a) {
   // complemented once, at rank 0, then broadcast.
   Value w = b.convert(a[2].tensor, t.dtype);
   if (w.rank() != 0) w = b.broadcast_to(w, t.shape);
-  Value small = b.compare(hlo::Compare::kLT, b.abs(w), splat_like(b, 0.5, w));
+  Value aw = b.abs(w);  // a complex weight's modulus
+  Value small = b.compare(hlo::Compare::kLT, aw, splat_like(b, 0.5, aw));
   Value one_minus_w = b.sub(splat_like(b, 1, w), w);
   if (w.rank() == 0 && t.rank() != 0) {
     w = b.broadcast_to(w, t.shape);

@@ -94,13 +94,40 @@ Value two_sided(Builder& b, Value start, Value end, Value step, int64_t steps) {
   return b.select(first, up, down);
 }
 
+// A complex scalar argument's real and imaginary parts, each [steps] of the
+// part's type.
+std::pair<Value, Value> complex_parts(Builder& b, const Arg& a, ElementType complex,
+                                      int64_t steps) {
+  Value z = scalar_as(b, a, complex, {steps});
+  TensorType part{complex == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, {steps}};
+  return {b.op("stablehlo.real", {z}, {part})[0], b.op("stablehlo.imag", {z}, {part})[0]};
+}
+
+// The two-sided interpolation from `start` to `end` of a complex result, part
+// by part (CPU's complex step has a zero imaginary divisor: each part is
+// interpolated on its own).
+Value complex_two_sided(Builder& b, const Arg& start, const Arg& end, ElementType complex,
+                        int64_t steps) {
+  auto [re0, im0] = complex_parts(b, start, complex, steps);
+  auto [re1, im1] = complex_parts(b, end, complex, steps);
+  auto part = [&](Value from, Value to) {
+    return two_sided(b, from, to, div_by_intervals(b, b.sub(to, from), steps), steps);
+  };
+  return b.op("stablehlo.complex", {part(re0, re1), part(im0, im1)},
+              {TensorType{complex, {steps}}})[0];
+}
+
 // linspace.out(start, end, steps, out). CPU computes in the result type for
-// floats and with a double step for integers (start/end rounded to the type
-// first).
+// floats and complex numbers and with a double step for integers (start/end
+// rounded to the type first).
 Values linspace(Context& c, const Args& a) {
   const TensorType& t = c.out();
   int64_t steps = a[2].i;
   if (steps == 0) return {c.b.zeros(t)};
+  if (hlo::is_complex(t.dtype)) {
+    if (steps == 1) return {scalar_as(c.b, a[0], t.dtype, {1})};
+    return {complex_two_sided(c.b, a[0], a[1], t.dtype, steps)};
+  }
   Value start = scalar_as(c.b, a[0], t.dtype, {steps});
   if (steps == 1) return {start};
   Value end = scalar_as(c.b, a[1], t.dtype, {steps});
@@ -120,6 +147,11 @@ Values logspace(Context& c, const Args& a) {
   const TensorType& t = c.out();
   int64_t steps = a[2].i;
   if (steps == 0) return {c.b.zeros(t)};
+  if (hlo::is_complex(t.dtype)) {  // base ** e in the complex type, as CPU
+    Value exponent = steps == 1 ? scalar_as(c.b, a[0], t.dtype, {1})
+                                : complex_two_sided(c.b, a[0], a[1], t.dtype, steps);
+    return {c.b.pow(splat(c.b, a[3].d, t.dtype, {steps}), exponent)};
+  }
   bool integral = category(t.dtype) != Category::kFloat;
   const ElementType f64 = ElementType::kF64;
   if (steps == 1)

@@ -223,6 +223,7 @@ std::vector<int64_t> all_but(int64_t rank, int64_t dim) {
 // maxnorm are scaled to it (with PyTorch's 1e-7 guard).
 Values renorm(Context& c, const Args& a) {
   Value x = a[0].tensor;
+  if (hlo::is_complex(x.dtype())) throw Unsupported("aten::renorm of a complex tensor");
   ElementType acc = accumulation_type(x.dtype());
   int64_t dim = wrap_dim(a[2].i, x.rank());
   Value xf = c.b.convert(x, acc), ax = c.b.abs(xf);

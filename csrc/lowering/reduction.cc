@@ -265,6 +265,7 @@ LoweringFn moments_fn(bool stddev, bool with_mean) {
 
 Values logsumexp(Context& c, const Args& a) {
   Builder& b = c.b;
+  if (hlo::is_complex(a[0].tensor.dtype())) throw Unsupported("aten::logsumexp of a complex tensor");
   Value x = b.convert(a[0].tensor, accumulation_type(c.out().dtype));
   auto dims = reduction_dims(a[1], x.rank());
   Value m = reduce_extreme(b, x, dims, true);

@@ -21,6 +21,7 @@ import torch_tpu
 DTYPES = {
     "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
     "int64": torch.int64, "int32": torch.int32, "bool": torch.bool,
+    "complex64": torch.complex64,
 }
 # (atol, rtol): torch.testing defaults, scaled up modestly (one compiler's
 # transcendental approximations against another's).
