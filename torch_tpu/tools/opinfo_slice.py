@@ -18,7 +18,8 @@ SLICE = frozenset("""
 """.split())
 
 # Slice OpInfos that also run every other dtype (bfloat16, float16, int64,
-# int32, bool) where they support it; the rest of the slice runs float32 only.
+# int32, bool, complex64) where they support it; the rest of the slice runs
+# float32 only.
 SLICE_ALL_DTYPES = frozenset("""
     abs add mul where sum amax cumsum eq clamp cat index_select sort mm
 """.split())
