@@ -122,10 +122,6 @@ Value accumulated(Context& c, Value x) {
   return c.b.convert(c.b.convert(x, out), accumulation_type(out));
 }
 
-void reject_complex(Context& c, Value x) {
-  if (hlo::is_complex(x.dtype())) throw Unsupported(c.op + " of a complex tensor");
-}
-
 // ---- sums and products --------------------------------------------------------
 
 LoweringFn sum_fn(size_t dim, bool skip_nan) {
@@ -249,14 +245,31 @@ Moments moments(Builder& b, Value x, const std::vector<int64_t>& dims, const Arg
   return {b.div(ss, b.broadcast_to(denom, ss.shape())), mean};
 }
 
+// A complex tensor's real and imaginary parts.
+std::pair<Value, Value> parts(Builder& b, Value z) {
+  TensorType t{z.dtype() == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, z.shape()};
+  return {b.op("stablehlo.real", {z}, {t})[0], b.op("stablehlo.imag", {z}, {t})[0]};
+}
+
 // var/std(.correction) and var_mean/std_mean: (self, dim?, correction?, keepdim).
+// A complex tensor's variance is its real part's plus its imaginary part's
+// (CPU's), a real number; its mean is complex.
 LoweringFn moments_fn(bool stddev, bool with_mean) {
   return [=](Context& c, const Args& a) {
-    reject_complex(c, a[0].tensor);
-    if (!hlo::is_float(a[0].tensor.dtype()))  // PyTorch's meta lets this through
+    Value in = a[0].tensor;
+    if (!hlo::is_float(in.dtype()) && !hlo::is_complex(in.dtype()))  // PyTorch's meta lets this through
       throw InvalidArgument("std and var only support floating point and complex dtypes");
-    Value x = c.b.convert(a[0].tensor, accumulation_type(c.out().dtype));
-    Moments m = moments(c.b, x, reduction_dims(a[1], x.rank()), a[2]);
+    auto dims = reduction_dims(a[1], in.rank());
+    Moments m;
+    if (hlo::is_complex(in.dtype())) {
+      auto [re, im] = parts(c.b, in);
+      Moments r = moments(c.b, re, dims, a[2]), i = moments(c.b, im, dims, a[2]);
+      m.var = c.b.add(r.var, i.var);
+      m.mean = c.b.op("stablehlo.complex", {r.mean, i.mean},
+                      {TensorType{in.dtype(), r.mean.shape()}})[0];
+    } else {
+      m = moments(c.b, c.b.convert(in, accumulation_type(c.out().dtype)), dims, a[2]);
+    }
     Values r{to_output(c, stddev ? c.b.sqrt(m.var) : m.var, 0)};
     if (with_mean) r.push_back(to_output(c, m.mean, 1));
     return r;
@@ -298,8 +311,8 @@ Value vector_norm(Builder& b, Value x, Value ord, const std::vector<int64_t>& di
 // dims at `dim`.
 LoweringFn norm_fn(size_t ord, size_t dim) {
   return [=](Context& c, const Args& a) {
-    reject_complex(c, a[0].tensor);
-    Value x = accumulated(c, a[0].tensor);
+    Value in = a[0].tensor;  // a complex tensor's norm is its moduli's
+    Value x = accumulated(c, hlo::is_complex(in.dtype()) ? c.b.abs(in) : in);
     Value p = arg_at(a, ord).none() ? c.b.constant(x.dtype(), 2) : a[ord].tensor;
     return Values{to_output(c, vector_norm(c.b, x, p, reduction_dims(arg_at(a, dim), x.rank())))};
   };

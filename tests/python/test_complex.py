@@ -121,3 +121,24 @@ def test_complex_lerp_and_unsupported_ops_raise_clearly():
     for fn in (lambda: torch.logsumexp(t, 0), lambda: torch.logaddexp(t, t)):
         with pytest.raises(NotImplementedError, match="complex"):
             fn()
+
+
+REDUCTIONS = {
+    "vector_norm": lambda z: torch.linalg.vector_norm(z),
+    "vector_norm_1_dim": lambda z: torch.linalg.vector_norm(z, 1, dim=1),
+    "norm_inf": lambda z: z.norm(float("inf")),
+    "normalize": lambda z: torch.nn.functional.normalize(z),
+    "var": lambda z: z.var(1),
+    "std_correction_0": lambda z: z.std(correction=0),
+    "var_mean_mean": lambda z: torch.var_mean(z, 0)[1],
+    "vdot": lambda z: torch.vdot(z[0], z[1]),
+}
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_complex_norms_variances_and_vdot(name):
+    """Norms and variances of complex tensors are real (moduli; the real and
+    imaginary parts' variances summed, as CPU); vdot conjugates its first
+    argument. These raised NotImplementedError before."""
+    torch.manual_seed(0)
+    same(REDUCTIONS[name], complex_randn(4, 5))
