@@ -1,4 +1,6 @@
 """Activations, losses and normalization on tpu against CPU, forward and backward."""
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -305,6 +307,24 @@ def test_batch_norm_train_updates_running_stats(module_type, shape):
     assert_same(tpu.weight.grad, cpu.weight.grad, atol=1e-5, rtol=1e-4)
     assert_same(tpu.bias.grad, cpu.bias.grad, atol=1e-5, rtol=1e-4)
     assert_same_module(tpu, cpu)  # running_mean, running_var, num_batches_tracked
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("module_type,shape", [(torch.nn.BatchNorm1d, (6, 3)),
+                                               (torch.nn.InstanceNorm2d, (2, 3, 4, 4))])
+def test_norm_over_an_input_without_grad_gives_parameter_grads(module_type, shape, training):
+    """A model's first normalization over its data (no input gradient): the
+    backward asks for the parameters' gradients only (output_mask [F, T, T]);
+    it failed with "returned 2 values, expected 3" before."""
+    torch.manual_seed(0)
+    cpu = module_type(3, affine=True, track_running_stats=True).train(training)
+    tpu = copy.deepcopy(cpu).to("tpu")
+    x, g = torch.randn(*shape), torch.randn(*shape)
+    cpu(x).backward(g)
+    tpu(x.to("tpu")).backward(g.to("tpu"))
+    assert_same(tpu.weight.grad, cpu.weight.grad, atol=1e-5, rtol=1e-4)
+    assert_same(tpu.bias.grad, cpu.bias.grad, atol=1e-5, rtol=1e-4)
+    assert_same_module(tpu, cpu)
 
 
 def test_batch_norm_eval_uses_running_stats():
