@@ -38,7 +38,14 @@ at::Tensor convolution_meta(const at::Tensor& input, const at::Tensor& weight,
                                      output_padding[d]
                                : (input.size(i) + 2 * padding[d] - extent) / stride[d] + 1);
   }
-  return meta_empty(shape, input);
+  // CPU's layout: a 2-D convolution's output is channels-last when its input
+  // or weight is (both of CPU's kernels agree; for 3-D ones the layout
+  // depends on which CPU kernel runs, and stays contiguous here).
+  auto format = at::MemoryFormat::Contiguous;
+  if (input.dim() == 4 && (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast ||
+                           weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast))
+    format = at::MemoryFormat::ChannelsLast;
+  return at::detail::empty_meta(shape, input.scalar_type(), format);
 }
 
 // All three gradients are always produced (zeros where output_mask is false):

@@ -1,5 +1,7 @@
 """Convolution, pooling, interpolation and attention on tpu against CPU,
 forward and backward (input and weight gradients)."""
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -364,3 +366,27 @@ def test_scaled_dot_product_attention_with_mask(highest_precision):
     mask[:, 0] = True
     check_grad(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
                q, k, v, mask, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("input_cl,weight_cl", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_channels_last_convolution_output_layout_is_cpus(input_cl, weight_cl, transposed,
+                                                          highest_precision):
+    """A channels-last input or weight gives a channels-last output, as on CPU
+    (tpu returned a contiguous one: code that views the NHWC permutation of
+    the output failed on tpu only); values and gradients unchanged."""
+    torch.manual_seed(0)
+    layer = (nn.ConvTranspose2d if transposed else nn.Conv2d)(3, 4, 3)
+    if weight_cl:
+        layer = layer.to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 6, 6)
+    if input_cl:
+        x = x.to(memory_format=torch.channels_last)
+    tpu_layer = copy.deepcopy(layer).to("tpu")
+    expected = layer(x)
+    actual = tpu_layer(x.to("tpu"))
+    assert actual.stride() == expected.stride()
+    assert actual.is_contiguous(memory_format=torch.channels_last)
+    assert_same(actual, expected, atol=1e-5, rtol=1e-4)
+    nhwc = actual.permute(0, 2, 3, 1).view(-1, 4)  # needs the channels-last strides
+    assert_same(nhwc, expected.permute(0, 2, 3, 1).reshape(-1, 4), atol=1e-5, rtol=1e-4)
