@@ -167,6 +167,21 @@ def sdpa_works():
         return False
 
 
+class LstmLM(nn.Module):
+    """A one-layer LSTM language model: embedding, nn.LSTM, output head (on tpu
+    the LSTM runs as two matmuls and a fused cell op per time step)."""
+
+    def __init__(self, vocab=256, dim=32, hidden=64):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.rnn = nn.LSTM(dim, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, x):
+        y, _ = self.rnn(self.emb(x))
+        return self.head(y)
+
+
 class TinyTransformer(nn.Module):
     """Token and position embeddings, pre-LN blocks, final LayerNorm, LM head."""
 
@@ -205,6 +220,12 @@ class Task:
             self.model = TinyTransformer(vocab=vocab, dim=32 if small else 64,
                                          layers=1 if small else 2, seq=seq,
                                          sdpa=self.attention == "sdpa")
+            g = torch.Generator().manual_seed(0)
+            tokens = torch.randint(0, vocab, (2 if small else 8, seq + 1), generator=g)
+            self.x, self.y = tokens[:, :-1], tokens[:, 1:]
+        elif kind == "lstm":
+            vocab, seq = 256, (8 if small else 16)
+            self.model = LstmLM(vocab=vocab)
             g = torch.Generator().manual_seed(0)
             tokens = torch.randint(0, vocab, (2 if small else 8, seq + 1), generator=g)
             self.x, self.y = tokens[:, :-1], tokens[:, 1:]

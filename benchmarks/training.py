@@ -1,11 +1,13 @@
 """Training-step throughput and peak memory: Strict Eager, Fused Eager, captured replay, CPU.
 
     python benchmarks/training.py [--steps 50] [--repeats 5] [--warmup 3]
-                                  [--hit-steps 100] [--smoke]
+                                  [--hit-steps 100] [--models ...] [--smoke]
 
 Models: the quickstart MLP (batch 128) and a small transformer (embedding, two
 pre-LN blocks with causal scaled_dot_product_attention and a GELU MLP, final
-LayerNorm, cross-entropy, AdamW). A step is forward, loss, zero_grad,
+LayerNorm, cross-entropy, AdamW); on request (--models lstm) a one-layer
+LSTM language model (embedding 32, hidden 64, 16 tokens, batch 8), written to
+results/training_lstm.*. A step is forward, loss, zero_grad,
 backward, optimizer.step(), with no host read; steps/s is the median over
 --repeats runs of --steps steps (each ending in a synchronize), after --warmup
 steps that are not timed; the modes take turns run by run. Modes: Strict,
@@ -37,6 +39,7 @@ import torch_tpu
 from common import Task, median, now, ratio, set_mode, table, write_results
 
 MODELS = ("mlp", "transformer")
+EXTRA_MODELS = ("lstm",)  # on request; their results go to training_<models>.json
 # "fused-lowering": Fused Eager lowering every op as it is recorded (deferred
 # lowering off), to show what deferral buys.
 MODE_ORDER = ("strict", "fused", "fused-lowering", "compiled", "compiled-fused", "captured",
@@ -229,7 +232,7 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--hit-steps", type=int, default=100)
     p.add_argument("--host-steps", type=int, default=200)
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS + EXTRA_MODELS)
     args = p.parse_args()
     if args.smoke:
         args.steps, args.repeats, args.warmup, args.hit_steps, args.host_steps = 1, 1, 1, 2, 2
@@ -241,7 +244,8 @@ def main():
     attention = ("F.scaled_dot_product_attention" if common.sdpa_works() else
                  "explicit softmax (F.scaled_dot_product_attention fails on tpu)")
     md = markdown(rows, hits, host, args) + f"\n\nTransformer attention: {attention}.\n"
-    write_results(args.out, "training",
+    name = "training" if set(args.models) <= set(MODELS) else "training_" + "_".join(args.models)
+    write_results(args.out, name,
                   {"steps": args.steps, "repeats": args.repeats, "warmup": args.warmup,
                    "smoke": args.smoke, "transformer_attention": attention, "rows": rows,
                    "cache_hit_loops": hits, "host_cost": host}, md)
