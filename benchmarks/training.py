@@ -197,7 +197,7 @@ def markdown(rows, hits, host, args):
            f"{args.warmup} warm-up steps, the modes taking turns; fused / strict is the "
            f"median of the per-turn ratios\n"]
     body = []
-    for kind in MODELS:
+    for kind in args.models:
         if (kind, "cpu") not in by:
             continue
         cpu = by[kind, "cpu"]
