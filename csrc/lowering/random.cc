@@ -3,7 +3,8 @@
 // both, so a new seed or offset is a new input value, never a new program.
 // Distributions are built from those bits: uniforms from the top mantissa
 // bits, normals by Box-Muller, integers by modulo, permutations and
-// multinomial draws by sorting random keys.
+// multinomial draws by sorting random keys, gamma, Dirichlet and Poisson
+// draws by rejection in a while loop.
 #include <cmath>
 #include <limits>
 
@@ -358,6 +359,181 @@ Values multinomial(Context& c, const Args& a) {
   return {c.b.convert(c.b.reshape(idx, t.shape), t.dtype)};
 }
 
+// ---- gamma and Dirichlet: rejection sampling -------------------------------------
+//
+// CPU's gamma sampler (Marsaglia and Tsang's acceptance-rejection; alpha < 1
+// boosted to alpha + 1 and scaled by u^(1/alpha)) for every element at once:
+// a while loop draws a normal and a uniform for every element per round (the
+// generator state rides through the loop) and keeps the first accepted
+// proposal; it ends when every element has accepted (in ~1.05 rounds per
+// element on average). An alpha that is negative, NaN or infinite would never
+// accept: it gives NaN at once, so the loop always ends.
+
+// Gamma(alpha, 1) samples of `alpha`'s shape, in alpha's (compute) type.
+Value standard_gamma_of(Builder& b, const Arg& gen, Value alpha) {
+  ElementType ct = alpha.dtype();
+  const std::vector<int64_t>& shape = alpha.shape();
+  const int digits = mantissa_digits(ct);
+  auto full = [&](Builder& q, double v) { return q.full(TensorType{ct, shape}, v); };
+  Values first = b.rng_bit_generator(draw_state(b, gen), TensorType{kU64, shape}, "THREE_FRY");
+  Value boost_u = unit(b, first[1], digits, ct);
+  Value small = b.compare(hlo::Compare::kLT, alpha, full(b, 1));
+  Value scale = b.select(small, b.pow(open_low(b, boost_u), b.div(full(b, 1), alpha)), full(b, 1));
+  Value a = b.select(small, b.add(alpha, full(b, 1)), alpha);
+  Value d = b.sub(a, full(b, 1.0 / 3.0));
+  Value c = b.div(full(b, 1), b.sqrt(b.mul(full(b, 9), d)));
+  Value valid = b.and_(b.compare(hlo::Compare::kGE, alpha, full(b, 0)), b.is_finite(alpha));
+  TensorType words_t{kU64, {3}};
+  words_t.shape.insert(words_t.shape.end(), shape.begin(), shape.end());
+  std::vector<int64_t> dims(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) dims[i] = static_cast<int64_t>(i);
+  // State: rng state, done, result, d, c (d and c ride along).
+  Values out = b.while_loop(
+      {first[0], b.not_(valid), full(b, NAN), d, c},
+      [&](Builder& q, const Values& v) {
+        Value all_done = q.reduce({v[1]}, {q.constant_bits(ElementType::kPred, 1)}, dims,
+                                  [](Builder& r, const Values& x) { return Values{r.and_(x[0], x[1])}; })[0];
+        return Values{q.not_(all_done)};
+      },
+      [&](Builder& q, const Values& v) {
+        Values drawn = q.rng_bit_generator(v[0], words_t, "THREE_FRY");
+        auto word = [&](int64_t i) {
+          std::vector<int64_t> start(words_t.shape.size(), 0), limit = words_t.shape;
+          start[0] = i;
+          limit[0] = i + 1;
+          return unit(q, q.reshape(q.slice(drawn[1], start, limit), shape), digits, ct);
+        };
+        Value u1 = word(0), u2 = word(1), u = open_low(q, word(2));
+        Value radius = q.sqrt(q.mul(full(q, -2), q.log(open_low(q, u1))));
+        Value x = q.mul(radius, q.unary("stablehlo.cosine", q.mul(u2, full(q, 2 * M_PI))));
+        Value dd = v[3], y = q.add(full(q, 1), q.mul(v[4], x));
+        Value vv = q.mul(q.mul(y, y), y), xx = q.mul(x, x);
+        Value squeeze = q.compare(hlo::Compare::kLT, u,
+                                  q.sub(full(q, 1), q.mul(full(q, 0.0331), q.mul(xx, xx))));
+        Value bound = q.add(q.mul(full(q, 0.5), xx),
+                            q.mul(dd, q.add(q.sub(full(q, 1), vv), q.log(vv))));
+        Value ok = q.and_(q.compare(hlo::Compare::kGT, y, full(q, 0)),
+                          q.or_(squeeze, q.compare(hlo::Compare::kLT, q.log(u), bound)));
+        Value take = q.and_(ok, q.not_(v[1]));
+        return Values{drawn[0], q.or_(v[1], ok), q.select(take, q.mul(dd, vv), v[2]), v[3], v[4]};
+      });
+  Value sample = b.mul(out[2], scale);
+  // alpha == 0 draws 0, which CPU's _standard_gamma lifts to the smallest
+  // positive normal number of the type, as every sample.
+  return b.select(b.compare(hlo::Compare::kEQ, alpha, full(b, 0)), full(b, 0), sample);
+}
+
+// The smallest positive normal number of `t`, below which CPU lifts samples.
+double tiny(ElementType t) {
+  switch (t) {
+    case ElementType::kF64: return std::numeric_limits<double>::min();
+    case ElementType::kF16: return 6.103515625e-05;
+    case ElementType::kBF16: return std::numeric_limits<float>::min();
+    default: return std::numeric_limits<float>::min();
+  }
+}
+
+// max(sample, tiny) in the result type, NaN kept.
+Value lifted(Builder& b, Value sample, ElementType t) {
+  Value r = b.convert(sample, t);
+  Value low = splat_like(b, tiny(t), r);
+  return b.select(b.compare(hlo::Compare::kLT, r, low), low, r);
+}
+
+// _standard_gamma(self, generator): Gamma(self, 1).
+Values standard_gamma(Context& c, const Args& a) {
+  ElementType t = c.out().dtype;
+  Value alpha = c.b.convert(a[0].tensor, compute_type(t));
+  return {lifted(c.b, standard_gamma_of(c.b, a[1], alpha), t)};
+}
+
+// _sample_dirichlet(self, generator): gammas of the concentrations (lifted
+// above zero, as CPU), normalized along the last dim.
+Values sample_dirichlet(Context& c, const Args& a) {
+  ElementType t = c.out().dtype;
+  Value alpha = c.b.convert(a[0].tensor, compute_type(t));
+  Value g = c.b.convert(lifted(c.b, standard_gamma_of(c.b, a[1], alpha), t), alpha.dtype());
+  int64_t last = g.rank() - 1;
+  Value sum = reduce_sum(c.b, g, {last});
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < last; ++i) keep.push_back(i);
+  return {c.b.convert(c.b.div(g, c.b.broadcast_in_dim(sum, g.shape(), keep)), t)};
+}
+
+// poisson(self, generator): CPU's sampler per element in one while loop: for
+// a rate below 10 the product of uniforms until it falls to exp(-rate) (the
+// count of factors above it), for 10 and more Hoermann's transformed
+// rejection (PTRS); each round draws two uniforms per element. A negative,
+// NaN or infinite rate gives NaN at once; a zero rate 0.
+Values poisson(Context& c, const Args& a) {
+  Builder& b = c.b;
+  ElementType t = c.out().dtype, ct = compute_type(t);
+  Value rate = b.convert(a[0].tensor, ct);
+  const std::vector<int64_t> shape = rate.shape();
+  const int digits = mantissa_digits(ct);
+  auto full = [&](Builder& q, double v) { return q.full(TensorType{ct, shape}, v); };
+  Value valid = b.and_(b.compare(hlo::Compare::kGE, rate, full(b, 0)), b.is_finite(rate));
+  Value zero = b.compare(hlo::Compare::kEQ, rate, full(b, 0));
+  Value large = b.compare(hlo::Compare::kGE, rate, full(b, 10));
+  // PTRS constants (used where the rate is large).
+  Value loglam = b.log(rate);
+  Value bb = b.add(full(b, 0.931), b.mul(full(b, 2.53), b.sqrt(rate)));
+  Value aa = b.add(full(b, -0.059), b.mul(full(b, 0.02483), bb));
+  Value invalpha = b.add(full(b, 1.1239), b.div(full(b, 1.1328), b.sub(bb, full(b, 3.4))));
+  Value vr = b.sub(full(b, 0.9277), b.div(full(b, 3.6224), b.sub(bb, full(b, 2))));
+  Value enlam = b.exp(b.neg(rate));
+  TensorType words_t{kU64, {2}};
+  words_t.shape.insert(words_t.shape.end(), shape.begin(), shape.end());
+  std::vector<int64_t> dims(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) dims[i] = static_cast<int64_t>(i);
+  Value init_result = b.select(zero, full(b, 0), full(b, NAN));
+  // State: rng, done, result, count, product; then the per-element constants.
+  Values out = b.while_loop(
+      {draw_state(b, a[1]), b.or_(b.not_(valid), zero), init_result, full(b, 0), full(b, 1),
+       rate, large, loglam, bb, aa, invalpha, vr, enlam},
+      [&](Builder& q, const Values& v) {
+        Value all_done = q.reduce({v[1]}, {q.constant_bits(ElementType::kPred, 1)}, dims,
+                                  [](Builder& r, const Values& x) { return Values{r.and_(x[0], x[1])}; })[0];
+        return Values{q.not_(all_done)};
+      },
+      [&](Builder& q, const Values& v) {
+        Values drawn = q.rng_bit_generator(v[0], words_t, "THREE_FRY");
+        auto word = [&](int64_t i) {
+          std::vector<int64_t> start(words_t.shape.size(), 0), limit = words_t.shape;
+          start[0] = i;
+          limit[0] = i + 1;
+          return unit(q, q.reshape(q.slice(drawn[1], start, limit), shape), digits, ct);
+        };
+        Value u1 = word(0), u2 = word(1);
+        Value lam = v[5], is_large = v[6], ll = v[7], B = v[8], A = v[9];
+        Value ia = v[10], VR = v[11], en = v[12];
+        // Small rates: one more factor.
+        Value prod = q.mul(v[4], u1);
+        Value small_stop = q.compare(hlo::Compare::kLE, prod, en);
+        // Large rates: one PTRS attempt.
+        Value U = q.sub(u1, full(q, 0.5)), V = u2;
+        Value us = q.sub(full(q, 0.5), q.abs(U));
+        Value k = q.floor(q.add(q.mul(q.add(q.div(q.mul(full(q, 2), A), us), B), U),
+                                q.add(lam, full(q, 0.43))));
+        Value quick = q.and_(q.compare(hlo::Compare::kGE, us, full(q, 0.07)),
+                             q.compare(hlo::Compare::kLE, V, VR));
+        Value reject = q.or_(q.compare(hlo::Compare::kLT, k, full(q, 0)),
+                             q.and_(q.compare(hlo::Compare::kLT, us, full(q, 0.013)),
+                                    q.compare(hlo::Compare::kGT, V, us)));
+        Value lhs = q.sub(q.add(q.log(V), q.log(ia)), q.log(q.add(q.div(A, q.mul(us, us)), B)));
+        Value rhs = q.sub(q.add(q.neg(lam), q.mul(k, ll)),
+                          q.unary("chlo.lgamma", q.add(k, full(q, 1))));
+        Value accept = q.or_(quick, q.and_(q.not_(reject), q.compare(hlo::Compare::kLE, lhs, rhs)));
+        Value stop = q.select(is_large, accept, small_stop);
+        Value take = q.and_(stop, q.not_(v[1]));
+        Value value = q.select(is_large, k, v[3]);
+        Value count = q.select(q.or_(is_large, small_stop), v[3], q.add(v[3], full(q, 1)));
+        return Values{drawn[0], q.or_(v[1], stop), q.select(take, value, v[2]), count, prod,
+                      v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]};
+      });
+  return {b.convert(out[2], t)};
+}
+
 // Empty results draw nothing (and rng_bit_generator needs no empty shapes).
 LoweringFn nonempty(LoweringFn fn) {
   return [fn](Context& c, const Args& a) {
@@ -391,6 +567,8 @@ void register_random(Registry& r) {
       {"aten::random.from", random_from},
       {"aten::native_dropout", native_dropout},
       {"aten::randperm.generator_out", randperm}, {"aten::multinomial", multinomial},
+      {"aten::_standard_gamma", standard_gamma}, {"aten::_sample_dirichlet", sample_dirichlet},
+      {"aten::poisson", poisson},
   };
   for (const auto& [name, fn] : ops) r.add(name, nonempty(fn));
   r.add("aten::native_dropout_backward", native_dropout_backward);

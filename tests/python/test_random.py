@@ -276,6 +276,70 @@ def test_multinomial_with_replacement():
                           atol=0.01)
 
 
+def ks_statistic(a, b):
+    """The two-sample Kolmogorov-Smirnov statistic of two 1-d samples."""
+    a, b = a.double().sort().values, b.double().sort().values
+    both = torch.cat([a, b]).sort().values
+    cdf = lambda x: torch.searchsorted(x, both, right=True).double() / len(x)  # noqa: E731
+    return (cdf(a) - cdf(b)).abs().max().item()
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.3, 1.0, 2.5, 10.0, 100.0])
+def test_standard_gamma_matches_cpus_distribution(alpha):
+    """Gamma draws (torch.distributions' Gamma, Beta, Dirichlet, Chi2,
+    StudentT sample through _standard_gamma) follow the same distribution as
+    CPU's: the two-sample KS statistic against CPU draws stays below its 0.1%
+    critical value (1.95 * sqrt(2 / N)); alpha < 1 takes the boosted branch."""
+    torch.manual_seed(21)
+    concentration = torch.full((N,), alpha)
+    tpu = torch._standard_gamma(concentration.to(DEV)).cpu()
+    cpu = torch._standard_gamma(concentration)
+    assert tpu.dtype == torch.float32 and tpu.shape == (N,)
+    assert (tpu > 0).all()
+    assert ks_statistic(tpu, cpu) < 1.95 * math.sqrt(2 / N)
+    mean, std = stats(tpu)
+    assert abs(mean - alpha) < 5 * math.sqrt(alpha / N)
+
+
+def test_standard_gamma_edges_dtypes_and_seed():
+    edges = torch._standard_gamma(torch.tensor([0.0, -1.0, float("nan"), float("inf")], device=DEV))
+    assert edges[0].item() == torch.finfo(torch.float32).tiny  # CPU lifts 0 to the smallest normal
+    assert torch.isnan(edges[1:].cpu()).all()  # never accepted: NaN, and the loop ends
+    for dtype in (torch.bfloat16, torch.float16, torch.float64):
+        x = torch._standard_gamma(torch.full((N,), 2.0, dtype=dtype, device=DEV))
+        assert x.dtype == dtype and abs(x.double().mean().item() - 2.0) < 0.05
+    g = torch.Generator(DEV).manual_seed(5)
+    first = torch._standard_gamma(torch.ones(8, device=DEV), generator=g).cpu()
+    g.manual_seed(5)
+    assert torch.equal(torch._standard_gamma(torch.ones(8, device=DEV), generator=g).cpu(), first)
+
+
+def test_dirichlet_beta_and_gamma_distributions():
+    from torch import distributions as D
+    torch.manual_seed(22)
+    alpha = torch.tensor([0.5, 1.0, 3.0])
+    d = D.Dirichlet(alpha.to(DEV)).sample((N,)).cpu()
+    assert torch.allclose(d.sum(-1), torch.ones(N), atol=1e-5)
+    assert torch.allclose(d.mean(0), alpha / alpha.sum(), atol=0.005)
+    beta = D.Beta(torch.tensor(2.0, device=DEV), torch.tensor(5.0, device=DEV)).sample((N,)).cpu()
+    assert abs(beta.mean().item() - 2 / 7) < 0.003
+    gamma = D.Gamma(torch.tensor([3.0], device=DEV), torch.tensor([2.0], device=DEV)).sample((N,))
+    assert abs(gamma.cpu().mean().item() - 1.5) < 0.02
+
+
+@pytest.mark.parametrize("rate", [0.1, 4.5, 9.9, 10.0, 30.0, 1000.0])
+def test_poisson_matches_cpus_distribution(rate):
+    """Both of CPU's samplers: products of uniforms below 10, transformed
+    rejection from 10 on (the KS statistic against CPU's draws)."""
+    torch.manual_seed(23)
+    rates = torch.full((N,), rate)
+    tpu = torch.poisson(rates.to(DEV)).cpu()
+    assert torch.equal(tpu, tpu.round()) and (tpu >= 0).all()
+    assert ks_statistic(tpu, torch.poisson(rates)) < 1.95 * math.sqrt(2 / N)
+    edges = torch.poisson(torch.tensor([0.0, -1.0, float("nan")], device=DEV)).cpu()
+    assert edges[0].item() == 0 and torch.isnan(edges[1:]).all()
+
+
 # ---- argument errors (CPU's checks; NotImplementedError is a RuntimeError) ---------------
 
 @pytest.mark.parametrize("fn,message", [
