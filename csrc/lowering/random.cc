@@ -369,6 +369,33 @@ Values multinomial(Context& c, const Args& a) {
 // element on average). An alpha that is negative, NaN or infinite would never
 // accept: it gives NaN at once, so the loop always ends.
 
+// A rejection loop's condition: some element (`done` false) still draws.
+Values still_drawing(Builder& q, Value done) {
+  std::vector<int64_t> dims(static_cast<size_t>(done.rank()));
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
+  Value all = q.reduce({done}, {q.constant_bits(ElementType::kPred, 1)}, dims,
+                       [](Builder& r, const Values& x) { return Values{r.and_(x[0], x[1])}; })[0];
+  return {q.not_(all)};
+}
+
+// One round's `count` uniforms on [0, 1) of `shape` in `ct` from the loop's
+// generator state: {new state, uniforms...}.
+Values round_uniforms(Builder& q, Value state, const std::vector<int64_t>& shape, int64_t count,
+                      ElementType ct) {
+  std::vector<int64_t> all{count};
+  all.insert(all.end(), shape.begin(), shape.end());
+  Values drawn = q.rng_bit_generator(state, TensorType{kU64, all}, "THREE_FRY");
+  Values out{drawn[0]};
+  std::vector<int64_t> start(all.size(), 0), limit = all;
+  for (int64_t i = 0; i < count; ++i) {
+    start[0] = i;
+    limit[0] = i + 1;
+    out.push_back(unit(q, q.reshape(q.slice(drawn[1], start, limit), shape),
+                       mantissa_digits(ct), ct));
+  }
+  return out;
+}
+
 // Gamma(alpha, 1) samples of `alpha`'s shape, in alpha's (compute) type.
 Value standard_gamma_of(Builder& b, const Arg& gen, Value alpha) {
   ElementType ct = alpha.dtype();
@@ -383,27 +410,13 @@ Value standard_gamma_of(Builder& b, const Arg& gen, Value alpha) {
   Value d = b.sub(a, full(b, 1.0 / 3.0));
   Value c = b.div(full(b, 1), b.sqrt(b.mul(full(b, 9), d)));
   Value valid = b.and_(b.compare(hlo::Compare::kGE, alpha, full(b, 0)), b.is_finite(alpha));
-  TensorType words_t{kU64, {3}};
-  words_t.shape.insert(words_t.shape.end(), shape.begin(), shape.end());
-  std::vector<int64_t> dims(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) dims[i] = static_cast<int64_t>(i);
   // State: rng state, done, result, d, c (d and c ride along).
   Values out = b.while_loop(
       {first[0], b.not_(valid), full(b, NAN), d, c},
+      [](Builder& q, const Values& v) { return still_drawing(q, v[1]); },
       [&](Builder& q, const Values& v) {
-        Value all_done = q.reduce({v[1]}, {q.constant_bits(ElementType::kPred, 1)}, dims,
-                                  [](Builder& r, const Values& x) { return Values{r.and_(x[0], x[1])}; })[0];
-        return Values{q.not_(all_done)};
-      },
-      [&](Builder& q, const Values& v) {
-        Values drawn = q.rng_bit_generator(v[0], words_t, "THREE_FRY");
-        auto word = [&](int64_t i) {
-          std::vector<int64_t> start(words_t.shape.size(), 0), limit = words_t.shape;
-          start[0] = i;
-          limit[0] = i + 1;
-          return unit(q, q.reshape(q.slice(drawn[1], start, limit), shape), digits, ct);
-        };
-        Value u1 = word(0), u2 = word(1), u = open_low(q, word(2));
+        Values drawn = round_uniforms(q, v[0], shape, 3, ct);
+        Value u1 = drawn[1], u2 = drawn[2], u = open_low(q, drawn[3]);
         Value radius = q.sqrt(q.mul(full(q, -2), q.log(open_low(q, u1))));
         Value x = q.mul(radius, q.unary("stablehlo.cosine", q.mul(u2, full(q, 2 * M_PI))));
         Value dd = v[3], y = q.add(full(q, 1), q.mul(v[4], x));
@@ -470,7 +483,6 @@ Values poisson(Context& c, const Args& a) {
   ElementType t = c.out().dtype, ct = compute_type(t);
   Value rate = b.convert(a[0].tensor, ct);
   const std::vector<int64_t> shape = rate.shape();
-  const int digits = mantissa_digits(ct);
   auto full = [&](Builder& q, double v) { return q.full(TensorType{ct, shape}, v); };
   Value valid = b.and_(b.compare(hlo::Compare::kGE, rate, full(b, 0)), b.is_finite(rate));
   Value zero = b.compare(hlo::Compare::kEQ, rate, full(b, 0));
@@ -482,29 +494,15 @@ Values poisson(Context& c, const Args& a) {
   Value invalpha = b.add(full(b, 1.1239), b.div(full(b, 1.1328), b.sub(bb, full(b, 3.4))));
   Value vr = b.sub(full(b, 0.9277), b.div(full(b, 3.6224), b.sub(bb, full(b, 2))));
   Value enlam = b.exp(b.neg(rate));
-  TensorType words_t{kU64, {2}};
-  words_t.shape.insert(words_t.shape.end(), shape.begin(), shape.end());
-  std::vector<int64_t> dims(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) dims[i] = static_cast<int64_t>(i);
   Value init_result = b.select(zero, full(b, 0), full(b, NAN));
   // State: rng, done, result, count, product; then the per-element constants.
   Values out = b.while_loop(
       {draw_state(b, a[1]), b.or_(b.not_(valid), zero), init_result, full(b, 0), full(b, 1),
        rate, large, loglam, bb, aa, invalpha, vr, enlam},
+      [](Builder& q, const Values& v) { return still_drawing(q, v[1]); },
       [&](Builder& q, const Values& v) {
-        Value all_done = q.reduce({v[1]}, {q.constant_bits(ElementType::kPred, 1)}, dims,
-                                  [](Builder& r, const Values& x) { return Values{r.and_(x[0], x[1])}; })[0];
-        return Values{q.not_(all_done)};
-      },
-      [&](Builder& q, const Values& v) {
-        Values drawn = q.rng_bit_generator(v[0], words_t, "THREE_FRY");
-        auto word = [&](int64_t i) {
-          std::vector<int64_t> start(words_t.shape.size(), 0), limit = words_t.shape;
-          start[0] = i;
-          limit[0] = i + 1;
-          return unit(q, q.reshape(q.slice(drawn[1], start, limit), shape), digits, ct);
-        };
-        Value u1 = word(0), u2 = word(1);
+        Values drawn = round_uniforms(q, v[0], shape, 2, ct);
+        Value u1 = drawn[1], u2 = drawn[2];
         Value lam = v[5], is_large = v[6], ll = v[7], B = v[8], A = v[9];
         Value ia = v[10], VR = v[11], en = v[12];
         // Small rates: one more factor.
