@@ -361,14 +361,7 @@ Values addcdiv(Context& c, const Args& a) {
 }
 
 // Complex conjugate; the identity on real dtypes.
-Values conj_physical(Context& c, const Args& a) {
-  Value x = a[0].tensor;
-  if (!hlo::is_complex(x.dtype())) return {x};
-  TensorType part{x.dtype() == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, x.shape()};
-  Value re = c.b.op("stablehlo.real", {x}, {part})[0];
-  Value im = c.b.op("stablehlo.imag", {x}, {part})[0];
-  return {c.b.op("stablehlo.complex", {re, c.b.neg(im)}, {x.type()})[0]};
-}
+Values conj_physical(Context& c, const Args& a) { return {conj(c.b, a[0].tensor)}; }
 
 }  // namespace
 

@@ -99,8 +99,7 @@ Value two_sided(Builder& b, Value start, Value end, Value step, int64_t steps) {
 std::pair<Value, Value> complex_parts(Builder& b, const Arg& a, ElementType complex,
                                       int64_t steps) {
   Value z = scalar_as(b, a, complex, {steps});
-  TensorType part{complex == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, {steps}};
-  return {b.op("stablehlo.real", {z}, {part})[0], b.op("stablehlo.imag", {z}, {part})[0]};
+  return {real_part(b, z), imag_part(b, z)};
 }
 
 // The two-sided interpolation from `start` to `end` of a complex result, part
@@ -113,8 +112,7 @@ Value complex_two_sided(Builder& b, const Arg& start, const Arg& end, ElementTyp
   auto part = [&](Value from, Value to) {
     return two_sided(b, from, to, div_by_intervals(b, b.sub(to, from), steps), steps);
   };
-  return b.op("stablehlo.complex", {part(re0, re1), part(im0, im1)},
-              {TensorType{complex, {steps}}})[0];
+  return make_complex(b, part(re0, re1), part(im0, im1), TensorType{complex, {steps}});
 }
 
 // linspace.out(start, end, steps, out). CPU computes in the result type for

@@ -241,6 +241,23 @@ ElementType accumulation_type(ElementType t) {
   return (t == ElementType::kF16 || t == ElementType::kBF16) ? ElementType::kF32 : t;
 }
 
+ElementType part_type(ElementType complex) {
+  return complex == ElementType::kC128 ? ElementType::kF64 : ElementType::kF32;
+}
+Value real_part(Builder& b, Value z) {
+  return b.op("stablehlo.real", {z}, {TensorType{part_type(z.dtype()), z.shape()}})[0];
+}
+Value imag_part(Builder& b, Value z) {
+  return b.op("stablehlo.imag", {z}, {TensorType{part_type(z.dtype()), z.shape()}})[0];
+}
+Value make_complex(Builder& b, Value re, Value im, const TensorType& t) {
+  return b.op("stablehlo.complex", {re, im}, {t})[0];
+}
+Value conj(Builder& b, Value z) {
+  if (!hlo::is_complex(z.dtype())) return z;
+  return make_complex(b, real_part(b, z), b.neg(imag_part(b, z)), z.type());
+}
+
 namespace {
 // Argument `x` of a 16-bit op of result dtype `t` as CPU's kernel sees it.
 Arg opmath_arg(Builder& b, Arg x, ElementType t, bool round_scalars) {

@@ -64,6 +64,15 @@ Value keepdim(Builder& b, Value x, const std::vector<int64_t>& shape,
 ElementType accumulation_type(ElementType t);
 inline bool is_half(ElementType t) { return accumulation_type(t) != t; }
 
+// Complex numbers: the type of a complex type's parts (c64 -> f32, c128 ->
+// f64), a complex value's real and imaginary parts, a complex value of type
+// `t` from its parts, and the conjugate (the identity on real values).
+ElementType part_type(ElementType complex);
+Value real_part(Builder& b, Value z);
+Value imag_part(Builder& b, Value z);
+Value make_complex(Builder& b, Value re, Value im, const TensorType& t);
+Value conj(Builder& b, Value z);
+
 // PyTorch CPU's numerics for 16-bit float results (`opmath_type`): the op
 // computes in f32 and rounds each result once. `f` sees f32 result types, so
 // the operands it coerces widen exactly. Operands reach `f` as CPU's kernel

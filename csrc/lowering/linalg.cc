@@ -89,13 +89,7 @@ DotDims vector() { return {{}, {}, {0}, {0}}; }          // [k]·[k]
 
 // vdot(x, y) = Σ conj(x) y; dot of real vectors otherwise.
 Values vdot(Context& c, const Args& a) {
-  Value x = operand(c, a, 0);
-  if (hlo::is_complex(x.dtype())) {
-    TensorType part{x.dtype() == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, x.shape()};
-    Value re = c.b.op("stablehlo.real", {x}, {part})[0], im = c.b.op("stablehlo.imag", {x}, {part})[0];
-    x = c.b.op("stablehlo.complex", {re, c.b.neg(im)}, {x.type()})[0];
-  }
-  return {precise_dot(c, x, operand(c, a, 1), vector())};
+  return {precise_dot(c, conj(c.b, operand(c, a, 0)), operand(c, a, 1), vector())};
 }
 
 // addr on bools, as CPU: (beta and self) or (alpha and v1[i] and v2[j]).

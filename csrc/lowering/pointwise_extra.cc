@@ -352,23 +352,13 @@ void register_foreach(Registry& r) {
 
 // ---- complex numbers ------------------------------------------------------------
 
-ElementType part_type(ElementType complex) {
-  return complex == ElementType::kC128 ? ElementType::kF64 : ElementType::kF32;
-}
-Value part(Builder& b, const char* which, Value z) {
-  return b.op(which, {z}, {TensorType{part_type(z.dtype()), z.shape()}})[0];
-}
-Value make_complex(Builder& b, Value re, Value im, const TensorType& t) {
-  return b.op("stablehlo.complex", {re, im}, {t})[0];
-}
-
 // angle: atan2(imag, real) for complex; π for negative reals, 0 otherwise,
 // NaN kept.
 Values angle(Context& c, const Args& a) {
   Builder& b = c.b;
   Value x = a[0].tensor;
   if (hlo::is_complex(x.dtype()))
-    return {b.convert(b.atan2(part(b, "stablehlo.imag", x), part(b, "stablehlo.real", x)), c.out().dtype)};
+    return {b.convert(b.atan2(imag_part(b, x), real_part(b, x)), c.out().dtype)};
   Value f = b.convert(x, accumulation_type(c.out().dtype));
   Value r = b.select(lt(b, f, 0), splat_like(b, M_PI, f), splat_like(b, 0, f));
   return result(c, b.select(is_nan(b, f), f, r));

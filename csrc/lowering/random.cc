@@ -94,12 +94,17 @@ Values uniforms(Builder& b, const Arg& gen, const TensorType& t, int64_t count =
 // Uniform on (0, 1]: safe under log.
 Value open_low(Builder& b, Value u) { return b.sub(splat_like(b, 1.0, u), u); }
 
+// A standard normal by Box-Muller from two uniforms on [0, 1).
+Value box_muller(Builder& b, Value u1, Value u2) {
+  Value radius = b.sqrt(b.mul(splat_like(b, -2.0, u1), b.log(open_low(b, u1))));
+  Value angle = b.mul(u2, splat_like(b, 2 * M_PI, u2));
+  return b.mul(radius, b.unary("stablehlo.cosine", angle));
+}
+
 // Standard normals by Box-Muller, in the compute type.
 Value std_normal(Builder& b, const Arg& gen, const TensorType& t) {
   Values u = uniforms(b, gen, t, 2);
-  Value radius = b.sqrt(b.mul(splat_like(b, -2.0, u[0]), b.log(open_low(b, u[0]))));
-  Value angle = b.mul(u[1], splat_like(b, 2 * M_PI, u[1]));
-  return b.mul(radius, b.unary("stablehlo.cosine", angle));
+  return box_muller(b, u[0], u[1]);
 }
 
 // ---- continuous distributions -------------------------------------------------
@@ -416,9 +421,7 @@ Value standard_gamma_of(Builder& b, const Arg& gen, Value alpha) {
       [](Builder& q, const Values& v) { return still_drawing(q, v[1]); },
       [&](Builder& q, const Values& v) {
         Values drawn = round_uniforms(q, v[0], shape, 3, ct);
-        Value u1 = drawn[1], u2 = drawn[2], u = open_low(q, drawn[3]);
-        Value radius = q.sqrt(q.mul(full(q, -2), q.log(open_low(q, u1))));
-        Value x = q.mul(radius, q.unary("stablehlo.cosine", q.mul(u2, full(q, 2 * M_PI))));
+        Value x = box_muller(q, drawn[1], drawn[2]), u = open_low(q, drawn[3]);
         Value dd = v[3], y = q.add(full(q, 1), q.mul(v[4], x));
         Value vv = q.mul(q.mul(y, y), y), xx = q.mul(x, x);
         Value squeeze = q.compare(hlo::Compare::kLT, u,

@@ -245,12 +245,6 @@ Moments moments(Builder& b, Value x, const std::vector<int64_t>& dims, const Arg
   return {b.div(ss, b.broadcast_to(denom, ss.shape())), mean};
 }
 
-// A complex tensor's real and imaginary parts.
-std::pair<Value, Value> parts(Builder& b, Value z) {
-  TensorType t{z.dtype() == ElementType::kC64 ? ElementType::kF32 : ElementType::kF64, z.shape()};
-  return {b.op("stablehlo.real", {z}, {t})[0], b.op("stablehlo.imag", {z}, {t})[0]};
-}
-
 // var/std(.correction) and var_mean/std_mean: (self, dim?, correction?, keepdim).
 // A complex tensor's variance is its real part's plus its imaginary part's
 // (CPU's), a real number; its mean is complex.
@@ -262,11 +256,10 @@ LoweringFn moments_fn(bool stddev, bool with_mean) {
     auto dims = reduction_dims(a[1], in.rank());
     Moments m;
     if (hlo::is_complex(in.dtype())) {
-      auto [re, im] = parts(c.b, in);
-      Moments r = moments(c.b, re, dims, a[2]), i = moments(c.b, im, dims, a[2]);
+      Moments r = moments(c.b, real_part(c.b, in), dims, a[2]);
+      Moments i = moments(c.b, imag_part(c.b, in), dims, a[2]);
       m.var = c.b.add(r.var, i.var);
-      m.mean = c.b.op("stablehlo.complex", {r.mean, i.mean},
-                      {TensorType{in.dtype(), r.mean.shape()}})[0];
+      m.mean = make_complex(c.b, r.mean, i.mean, TensorType{in.dtype(), r.mean.shape()});
     } else {
       m = moments(c.b, c.b.convert(in, accumulation_type(c.out().dtype)), dims, a[2]);
     }

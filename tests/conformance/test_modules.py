@@ -11,6 +11,7 @@ import copy
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 
 import torch_tpu
 from torch_tpu.tools import conformance
@@ -31,26 +32,8 @@ def module_infos():
     return {m.name: m for m in module_db if m.name not in LEFT_OUT}
 
 
-def _to_tpu(v, memo):
-    """v with its tensors copied to tpu, each a leaf needing grad where the
-    CPU tensor does; a tensor passed twice (input and target) stays one."""
-    if isinstance(v, torch.Tensor):
-        if id(v) not in memo:
-            memo[id(v)] = v.detach().to("tpu").requires_grad_(v.requires_grad)
-        return memo[id(v)]
-    if isinstance(v, (list, tuple)):
-        return type(v)(_to_tpu(x, memo) for x in v)
-    if isinstance(v, dict):
-        return {k: _to_tpu(x, memo) for k, x in v.items()}
-    return v
-
-
-def _tensors(out):
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [t for item in out for t in _tensors(item)]
-    return []
+def _tensors(tree):
+    return [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
 def _run(module, args, kwargs, device):
@@ -64,8 +47,7 @@ def _run(module, args, kwargs, device):
         return outs
     weights = [torch.linspace(-1, 1, o.numel(), device=device).view(o.shape) for o in need]
     loss = sum((o.float() * w).sum() for o, w in zip(need, weights))
-    targets = list({id(t): t for t in _tensors([args, list(kwargs.values())])
-                    if t.requires_grad}.values())
+    targets = list({id(t): t for t in _tensors([args, kwargs]) if t.requires_grad}.values())
     targets += [p for p in module.parameters() if p.requires_grad]
     return outs + list(torch.autograd.grad(loss, targets, allow_unused=True))
 
@@ -80,8 +62,10 @@ def _compare(info, training, sample):
         want = _run(cpu, fwd.args, fwd.kwargs, "cpu")
     except Exception:  # noqa: BLE001 — the reference rejects this sample: nothing to compare
         return False
-    memo = {}
-    got = _run(tpu, _to_tpu(fwd.args, memo), _to_tpu(fwd.kwargs, memo), "tpu")
+    # On tpu: leaves needing grad where the CPU tensors do; a tensor passed
+    # twice (input and target) stays one.
+    to_tpu = conformance._ToTpu(grad=True)
+    got = _run(tpu, pytree.tree_map(to_tpu, fwd.args), pytree.tree_map(to_tpu, fwd.kwargs), "tpu")
     assert len(got) == len(want), f"{len(got)} outputs and gradients on tpu, {len(want)} on CPU"
     for i, (g, w) in enumerate(zip(got, want)):
         if g is None or w is None:
