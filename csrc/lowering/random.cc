@@ -370,9 +370,9 @@ Values multinomial(Context& c, const Args& a) {
 // boosted to alpha + 1 and scaled by u^(1/alpha)) for every element at once:
 // a while loop draws a normal and a uniform for every element per round (the
 // generator state rides through the loop) and keeps the first accepted
-// proposal; it ends when every element has accepted (in ~1.05 rounds per
-// element on average). An alpha that is negative, NaN or infinite would never
-// accept: it gives NaN at once, so the loop always ends.
+// proposal; it ends when every element has accepted. An alpha that is
+// negative, NaN or infinite would never accept: it gives NaN at once, so the
+// loop always ends.
 
 // A rejection loop's condition: some element (`done` false) still draws.
 Values still_drawing(Builder& q, Value done) {
