@@ -57,12 +57,18 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                                            c10::dtype_or_default(dtype));
 }
 
+// As CPU's: the same sizes leave the tensor as it is (a strided out= view
+// stays a view), new sizes make it contiguous, and a memory format given
+// restrides it (the storage grows where the new strides need more).
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
-  TORCH_CHECK(!memory_format || *memory_format == c10::MemoryFormat::Contiguous ||
-                  *memory_format == c10::MemoryFormat::Preserve,
-              "tpu: resize_ supports only contiguous memory format, got ", *memory_format);
-  resize(self, size);
+  TORCH_CHECK(memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format",
+              c10::MemoryFormat::Preserve);
+  if (self.sizes() != size) resize(self, size);
+  if (memory_format) {
+    self.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+    resize(self, self.sizes(), self.strides());
+  }
   return self;
 }
 

@@ -2,7 +2,8 @@
 // functions (which follow CUDA): the saved statistics of batch, layer and
 // group norm. On CPU they are in the input's dtype for a bf16/f16 input unless
 // a parameter is f32 (mixed precision: then f32), and batch norm in eval mode
-// saves empty [0] statistics instead of [C]. One table row per operator.
+// saves empty [0] statistics instead of [C] (its out= kernel leaves them as
+// given). One table row per operator, covering its out= variant.
 // Also `_foreach_pow.Scalar`, whose meta function types each result as if
 // the exponent were an int, where CPU promotes tensor and exponent
 // (bool ** True is bool).
@@ -43,10 +44,19 @@ const std::vector<StatsRule>& rules() {
   return r;
 }
 
-const StatsRule* find_rule(const c10::FunctionSchema& s) {
+// The rule of `s`, or of the functional `s` is the out= variant of.
+const StatsRule* find_rule(const c10::FunctionSchema& s, bool out) {
   for (const StatsRule& r : rules())
-    if (s.name() == r.name && s.overload_name() == r.overload) return &r;
+    if (s.name() == r.name && s.overload_name() == (out ? "out" : r.overload) &&
+        (!out || *r.overload == '\0'))
+      return &r;
   return nullptr;
+}
+
+bool is_out_variant(const c10::FunctionSchema& s) {
+  for (const c10::Argument& a : s.arguments())
+    if (a.is_out()) return true;
+  return false;
 }
 
 // CPU's dtype for the statistics: a 16-bit input's own dtype, or f32 when
@@ -78,8 +88,21 @@ void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValu
       m.fresh[i].dtype = at::result_type(tensors[i], args.at(1).toScalar());
     return;
   }
-  const StatsRule* r = find_rule(schema);
-  if (r == nullptr || m.fresh.size() < 3) return;
+  const bool out = is_out_variant(schema);
+  const StatsRule* r = find_rule(schema, out);
+  if (r == nullptr) return;
+  if (out) {
+    // CPU's out= kernel leaves eval mode's statistics as they were given
+    // (PyTorch's meta resizes them to [C]); their dtype is the caller's.
+    if (m.mutated.size() < 3 || !eval_mode(*r, args)) return;
+    for (size_t i : {1, 2}) {
+      const at::Tensor& given = args.at(args.size() - 3 + i).toTensor();
+      m.mutated[i].sizes = given.sizes().vec();
+      m.mutated[i].strides = given.strides().vec();
+    }
+    return;
+  }
+  if (m.fresh.size() < 3) return;
   std::optional<c10::ScalarType> dtype = stats_dtype(*r, args);
   bool eval = eval_mode(*r, args);
   for (size_t i : {1, 2}) {

@@ -77,10 +77,12 @@ bool writes_inputs(const c10::FunctionSchema& s) {
                      [](const c10::Argument& a) { return !a.is_out() && writes(a); });
 }
 
-// native_batch_norm updates its running stats (arguments 3 and 4) in place
-// although its schema does not mark them as written.
+// native_batch_norm (and its out= form) updates its running stats
+// (arguments 3 and 4) in place although its schema does not mark them as
+// written.
 bool writes_undeclared(const c10::FunctionSchema& s, size_t i) {
-  return s.name() == "aten::native_batch_norm" && s.overload_name().empty() && (i == 3 || i == 4);
+  return s.name() == "aten::native_batch_norm" &&
+         (s.overload_name().empty() || s.overload_name() == "out") && (i == 3 || i == 4);
 }
 
 // Tensors of the stack values `vals`, flattened (lists expand).
@@ -451,6 +453,12 @@ void serve(torch::Library& m, const c10::OperatorHandle& h, const lowering::Lowe
   }
   p.implicit_generator = implicit_generator(schema);
   p.checks = checks_for(schema);
+  // A derived out= variant writes its functional's results, then what the
+  // functional writes in place (batch norm's running statistics): the
+  // functional lowering's outputs in that order.
+  if (functional)
+    std::stable_partition(p.mutated.begin(), p.mutated.end(),
+                          [&](size_t i) { return schema.arguments()[i].is_out(); });
   p.functional = std::move(functional);
   std::string name = full_name(schema.operator_name());
   {
@@ -525,7 +533,7 @@ void register_lowered_ops(torch::Library& m, const std::string& ns) {
       // as results (the _fused_* optimizer steps) is not derived: the
       // results would land in the wrong tensors.
       if (has_out && writes_inputs(schema) && !writes_inputs(fh->schema())) continue;
-      add_plan(*handle, candidate, inplace ? fh : std::nullopt);
+      add_plan(*handle, candidate, fh);
       break;
     }
   }

@@ -28,8 +28,9 @@ struct Plan {
   std::vector<size_t> float_inputs;     // float arguments passed as program inputs
   std::vector<size_t> static_exponents; // Scalar exponents passed as static values when exact
   std::vector<Check> checks;            // CPU's checks the meta function leaves out
-  // An in-place variant's functional operator: its result dtype must cast
-  // to the written tensor's (PyTorch's in-place result-type rule).
+  // A derived variant's functional operator: an in-place result's dtype must
+  // cast to the written tensor's (PyTorch's in-place result-type rule); an
+  // out= variant without a meta kernel takes its meta (meta.h).
   std::optional<c10::OperatorHandle> functional;
   // The lowering has asked for the matmul precision (set when it first does,
   // under the engine lock): deferred calls then capture it.

@@ -152,6 +152,50 @@ void check_result_type(const c10::OperatorHandle& functional, c10::ArrayRef<c10:
                 results[i].dtype, " can't be cast to the desired output type ", m.mutated[i].dtype);
 }
 
+bool is_out_variant(const c10::FunctionSchema& s) {
+  for (const c10::Argument& a : s.arguments())
+    if (a.is_out()) return true;
+  return false;
+}
+
+// An out= variant PyTorch gives no meta kernel (geqrf.a, linalg_lstsq.out):
+// its functional's results, resized into the out= tensors (an out= tensor
+// of the right size keeps its strides, a resized one takes the functional
+// result's layout, as CPU's linalg kernels give it), each in its out=
+// tensor's dtype, which the result must cast to. Arguments written in place as well (batch norm's running statistics)
+// keep their metadata.
+void out_meta_from_functional(const c10::OperatorHandle& out_op,
+                              const c10::OperatorHandle& functional,
+                              const std::vector<c10::IValue>& meta_args,
+                              const std::vector<size_t>& mutated_args, OpMeta& m) {
+  const auto& arguments = out_op.schema().arguments();
+  std::vector<c10::IValue> stack;
+  for (size_t i = 0; i < meta_args.size(); ++i)
+    if (!arguments[i].is_out()) stack.push_back(meta_args[i]);
+  call_meta(functional, &stack);
+  std::vector<TensorMeta> results;
+  for (const c10::IValue& v : stack) describe_all(v, results);
+  size_t next = 0;
+  for (size_t i : mutated_args) {
+    if (!arguments[i].is_out()) {
+      describe_all(meta_args[i], m.mutated);
+      continue;
+    }
+    std::vector<TensorMeta> outs;
+    describe_all(meta_args[i], outs);
+    for (const TensorMeta& out : outs) {
+      TORCH_CHECK(next < results.size(), full_name(out_op), " writes more out= tensors than ",
+                  full_name(functional), " returns");
+      const TensorMeta& r = results[next++];
+      TORCH_CHECK(c10::canCast(r.dtype, out.dtype), "result type ", r.dtype,
+                  " can't be cast to the desired output type ", out.dtype);
+      m.mutated.push_back({r.sizes, out.sizes == r.sizes ? out.strides : r.strides, out.dtype});
+    }
+  }
+  TORCH_CHECK(next == results.size(), full_name(out_op), " writes fewer out= tensors than ",
+              full_name(functional), " returns");
+}
+
 OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                 const std::vector<size_t>& mutated_args, const c10::OperatorHandle* functional) {
   const auto& schema = op.schema();
@@ -159,9 +203,18 @@ OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
   stack.reserve(args.size());
   for (const c10::IValue& v : args) stack.push_back(meta_value(v));
   std::vector<c10::IValue> meta_args = stack;  // keep the (mutable) meta inputs
-  call_meta(op, &stack);
-
+  const bool out = is_out_variant(schema);
   OpMeta m;
+  try {
+    call_meta(op, &stack);
+  } catch (const c10::NotImplementedError&) {
+    if (!out || functional == nullptr) throw;
+    out_meta_from_functional(op, *functional, meta_args, mutated_args, m);
+    apply_cpu_rules(schema, args, m);
+    for (const TensorMeta& t : m.mutated) m.types.push_back({to_hlo(t.dtype), t.sizes});
+    return m;
+  }
+
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     if (schema.returns()[r].alias_info() != nullptr) continue;
     if (stack[r].isTensorList()) {
@@ -184,7 +237,9 @@ OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
   apply_cpu_rules(schema, args, m);
   // A functional whose in-place op has a private meta kernel (the fused
   // optimizer steps) would reach that op's missing Meta kernel: skipped.
-  if (functional != nullptr && !has_private_meta(op)) check_result_type(*functional, args, m);
+  // (An out= variant's meta function checks its own result types.)
+  if (functional != nullptr && !out && !has_private_meta(op))
+    check_result_type(*functional, args, m);
   for (const auto* group : {&m.fresh, &m.mutated})
     for (const TensorMeta& t : *group) m.types.push_back({to_hlo(t.dtype), t.sizes});
   return m;

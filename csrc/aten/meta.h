@@ -44,8 +44,10 @@ void add_private_meta(const std::string& op, c10::KernelFunction kernel);
 void call_meta(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // `mutated_args` are the indices of arguments the op writes. For an in-place
-// variant, `functional` is its functional operator: the functional result's
-// dtype must cast to the written tensor's, or this raises as CPU does.
+// or out= variant, `functional` is its functional operator: an in-place
+// variant's functional result must cast to the written tensor's dtype, or
+// this raises as CPU does; an out= variant without a meta kernel takes its
+// functional's results, resized into the out= tensors.
 std::shared_ptr<const OpMeta> infer_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                                          const std::vector<size_t>& mutated_args,
                                          const c10::OperatorHandle* functional = nullptr);

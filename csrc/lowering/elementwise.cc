@@ -366,7 +366,10 @@ Values conj_physical(Context& c, const Args& a) { return {conj(c.b, a[0].tensor)
 }  // namespace
 
 void register_elementwise(Registry& r) {
-  r.add("aten::_conj_physical", conj_physical);
+  // conj_physical decomposes above the backend (to _conj_physical); its out=
+  // and in-place forms reach per-device kernels.
+  for (const char* op : {"aten::_conj_physical", "aten::conj_physical.out", "aten::conj_physical_"})
+    r.add(op, conj_physical);
   // 16-bit arithmetic in f32, rounded once (opmath, helpers.h). Rounding
   // modes stay in the result type: CPU truncates the 16-bit quotient.
   for (const char* op : {"aten::lerp.Scalar", "aten::lerp.Tensor"}) r.add(op, opmath(lerp));

@@ -271,6 +271,17 @@ Values as_strided_scatter(Context& c, const Args& a) {
   return {c.b.reshape(r, self.shape())};
 }
 
+// narrow_copy(self, dim, start, length): a negative start counts from the end.
+Values narrow_copy(Context& c, const Args& a) {
+  Value self = a[0].tensor;
+  int64_t dim = wrap_dim(a[1].i, self.rank());
+  int64_t start = a[2].i < 0 ? a[2].i + self.dim(dim) : a[2].i;
+  std::vector<int64_t> begin(self.rank(), 0), end = self.shape();
+  begin[dim] = start;
+  end[dim] = start + a[3].i;
+  return {c.b.slice(self, begin, end)};
+}
+
 // unfold_backward(grad, input_sizes, dim, size, step): window w's element k
 // came from position w * step + k.
 Values unfold_backward(Context& c, const Args& a) {
@@ -318,6 +329,7 @@ void register_shape(Registry& r) {
   r.add("aten::select_backward", select_backward);
   r.add("aten::select_scatter", select_scatter);
   r.add("aten::slice_backward", slice_backward);
+  r.add("aten::narrow_copy", narrow_copy);
   r.add("aten::slice_scatter", slice_scatter);
   r.add("aten::as_strided_scatter", as_strided_scatter);
   r.add("aten::unfold_backward", unfold_backward);

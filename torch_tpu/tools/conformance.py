@@ -1,7 +1,12 @@
 """OpInfo conformance: PyTorch's own OpInfo samples, run on CPU and on tpu, compared.
 
-One *case* is (OpInfo, dtype, kind) where kind is "fwd" (outputs) or "bwd"
-(float32 input gradients under a fixed random cotangent). A case runs every
+One *case* is (OpInfo, dtype, kind) where kind is "fwd" (outputs), "bwd"
+(float32 input gradients under a fixed random cotangent), or, in float32, one
+of the variants a backend gets wrong silently: "inplace" (the in-place
+variant's written input, directly and through a transposed view of a larger
+tensor), "out" (the out= form, into empty tensors the call resizes and into
+strided views of the right size) and "noncontig" (outputs from PyTorch's
+non-contiguous copies of each sample's tensors). A case runs every
 sample the OpInfo generates on CPU; its outcome is "pass" when every sample
 whose CPU run succeeds also matches on tpu, "fail" otherwise, and "skip" when
 there is nothing to compare (no samples, or PyTorch itself marks the op as not
@@ -74,13 +79,22 @@ def opinfos():
     return _OPINFOS
 
 
+KINDS = ("fwd", "bwd", "inplace", "out", "noncontig")
+
+
 def cases(op, dtypes=tuple(DTYPES)):
     """The (dtype name, kind) cases an OpInfo has among `dtypes`."""
     supported = op.supported_dtypes("cpu")
     out = [(d, "fwd") for d in dtypes if DTYPES[d] in supported]
-    if "float32" in dtypes and op.supports_autograd and \
-            torch.float32 in op.supported_backward_dtypes("cpu"):
+    if "float32" not in dtypes or torch.float32 not in supported:
+        return out
+    if op.supports_autograd and torch.float32 in op.supported_backward_dtypes("cpu"):
         out.append(("float32", "bwd"))
+    if op.inplace_variant is not None:
+        out.append(("float32", "inplace"))
+    if op.supports_out:
+        out.append(("float32", "out"))
+    out.append(("float32", "noncontig"))
     return out
 
 
@@ -300,6 +314,101 @@ def _forward_sample(op, sample):
     return True
 
 
+def _copy(x):
+    """x with every tensor cloned (lists kept: the _foreach ops' inputs)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    return type(x)(_copy(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def _strided_like(t, device=None):
+    """A non-contiguous tensor equal to `t`: its dims reversed over a larger,
+    zero-filled base with one more row in every dim. Returns (view, base)."""
+    shape = list(reversed(t.shape))
+    base = torch.zeros([n + 1 for n in shape], dtype=t.dtype, device=device or t.device)
+    view = base[tuple(slice(0, n) for n in shape)].permute(*reversed(range(t.dim())))
+    view.copy_(t.detach())
+    return view, base
+
+
+def _inplace_sample(op, sample):
+    if sample.broadcasts_input:
+        return None  # the input cannot take the result's shape (PyTorch skips these too)
+    f = op.inplace_variant
+    expected = _copy(sample.input)
+    try:
+        f(expected, *sample.args, **sample.kwargs)
+    except Exception:
+        return None
+    tpu = _on_tpu(sample, False, op_id(op))
+    returned = f(tpu.input, *tpu.args, **tpu.kwargs)
+    if isinstance(tpu.input, torch.Tensor) and returned is not tpu.input:
+        raise AssertionError("the in-place variant returned a new tensor, not its input")
+    _compare(_to_cpu(tpu.input), expected)
+    if isinstance(sample.input, torch.Tensor) and sample.input.dim() >= 2:
+        # Through a view: the written elements land in the base, the rest stay 0.
+        view, base = _strided_like(sample.input)
+        tpu_view, tpu_base = _strided_like(sample.input, "tpu")
+        try:
+            f(view, *sample.args, **sample.kwargs)
+        except Exception:
+            return True
+        f(tpu_view, *tpu.args, **tpu.kwargs)
+        try:
+            _compare(_to_cpu(tpu_base), base)
+        except AssertionError as error:
+            raise AssertionError(f"through a strided view: {error}") from None
+    return True
+
+
+def _empty_outs(results, device, strided):
+    """out= tensors for `results` (a tensor or a tuple of them): empty, or
+    (strided) non-contiguous views of the right size."""
+    def one(r):
+        if strided and r.dim() >= 2:
+            return _strided_like(torch.zeros_like(r), device)[0]
+        return torch.empty(0, dtype=r.dtype, device=device)
+    return one(results) if isinstance(results, torch.Tensor) else tuple(one(r) for r in results)
+
+
+def _out_sample(op, sample):
+    try:
+        results = op(sample.input, *sample.args, **sample.kwargs)
+    except Exception:
+        return None
+    if not (isinstance(results, torch.Tensor) or (
+            isinstance(results, (tuple, list)) and results
+            and all(isinstance(r, torch.Tensor) for r in results))):
+        return None
+    tpu = _on_tpu(sample, False, op_id(op))
+    expected = sample.output_process_fn_grad(results)
+    for strided in (False, True):
+        # CPU's out= call gives the layout out= tensors end up with; the
+        # values are compared with the functional result (CPU's gelu and
+        # tril write some strided out= tensors wrongly).
+        cpu_outs = _empty_outs(results, "cpu", strided)
+        try:
+            op(sample.input, *sample.args, **sample.kwargs, out=cpu_outs)
+        except Exception:
+            continue
+        actual = _empty_outs(results, "tpu", strided)
+        op(tpu.input, *tpu.args, **tpu.kwargs, out=actual)
+        for i, (a, e) in enumerate(zip(_flat(actual), _flat(cpu_outs))):
+            if a.stride() != e.stride():
+                raise AssertionError(f"out {i} has strides {a.stride()}, CPU's {e.stride()}")
+        try:
+            _compare(*_without_tie_order(op, sample,
+                                         _to_cpu(sample.output_process_fn_grad(actual)),
+                                         expected))
+        except AssertionError as error:
+            raise AssertionError(f"{'strided' if strided else 'empty'} out=: {error}") from None
+    return True
+
+
+def _noncontig_sample(op, sample):
+    return _forward_sample(op, sample.noncontiguous())
+
+
 def _grad_targets(outputs):
     return [o for o in _flat(outputs)
             if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
@@ -349,13 +458,17 @@ def _samples(op, dtype, grad):
     return list(op.sample_inputs("cpu", dtype, requires_grad=grad))
 
 
+_SAMPLE_RUNNERS = {"fwd": _forward_sample, "inplace": _inplace_sample, "out": _out_sample,
+                   "noncontig": _noncontig_sample}
+
+
 def _run_samples(op, dtype, kind):
     outcome, missing = Outcome("pass"), []
     samples = _samples(op, dtype, kind == "bwd")
     for i, sample in enumerate(samples):
         try:
             ok = (_backward_sample(op, sample, i) if kind == "bwd"
-                  else _forward_sample(op, sample))
+                  else _SAMPLE_RUNNERS[kind](op, sample))
         except Exception as error:  # noqa: BLE001 — every failure is recorded
             outcome.failed += 1
             name = missing_op(error) if isinstance(error, NotImplementedError) else None
@@ -405,8 +518,9 @@ def read_expected(path):
             if not line or line.startswith("#"):
                 continue
             parts = line.split(None, 3)
-            if len(parts) < 3 or parts[1] not in DTYPES or parts[2] not in ("fwd", "bwd"):
-                raise ValueError(f"{path}:{number}: expected 'OP DTYPE fwd|bwd REASON': {line}")
+            if len(parts) < 3 or parts[1] not in DTYPES or parts[2] not in KINDS:
+                raise ValueError(f"{path}:{number}: expected 'OP DTYPE {'|'.join(KINDS)} "
+                                 f"REASON': {line}")
             expected[(parts[0], parts[1], parts[2])] = parts[3] if len(parts) > 3 else ""
     return expected
 
@@ -415,9 +529,10 @@ def format_expected(failures):
     """Expected-failures file text from {(op id, dtype, kind): reason}."""
     lines = [
         "# OpInfo conformance cases expected to fail on tpu (tests/conformance).",
-        "# One line per case: OPINFO DTYPE fwd|bwd REASON. A listed case that passes",
-        "# fails the suite (strict xpass): delete its line. Regenerate after a full",
-        "# sweep with: python -m torch_tpu.tools.coverage --write-expected PATH",
+        f"# One line per case: OPINFO DTYPE {'|'.join(KINDS)} REASON.",
+        "# A listed case that passes fails the suite (strict xpass): delete its line.",
+        "# Regenerate after a full sweep with:",
+        "#   python -m torch_tpu.tools.coverage --write-expected PATH",
     ]
     width = max((len(k[0]) for k in failures), default=10)
     for (name, dtype, kind), reason in sorted(failures.items()):
