@@ -5,6 +5,7 @@
 // a full-rank A (CPU drops them when the rank it finds is below n).
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <c10/util/strides.h>
 #include <torch/library.h>
 
 #include "meta.h"
@@ -24,7 +25,12 @@ std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
               self.scalar_type());
   std::vector<int64_t> tau(self.sizes().begin(), self.sizes().end() - 2);
   tau.push_back(std::min(self.size(-2), self.size(-1)));
-  return {meta_of(self.sizes().vec(), self.scalar_type()), meta_of(tau, self.scalar_type())};
+  // LAPACK's layout, as CPU returns it: each matrix column-major.
+  c10::DimVector strides = c10::contiguous_strides(self.sizes());
+  strides[self.dim() - 2] = 1;
+  strides[self.dim() - 1] = std::max<int64_t>(self.size(-2), 1);
+  return {at::detail::empty_strided_meta(self.sizes(), strides, self.scalar_type()),
+          meta_of(tau, self.scalar_type())};
 }
 
 void check_lstsq(const at::Tensor& self, const at::Tensor& b, const std::string& driver) {

@@ -112,6 +112,28 @@ c10::IValue meta_value(const c10::IValue& v) {
   return v;
 }
 
+// A 0-dim CPU tensor as the `value` of masked_fill or index_fill: CPU
+// scalars are accepted there for accelerators (PyTorch's own decompositions
+// reject a CPU value next to a meta tensor), so the meta step sees it on meta.
+bool cpu_scalar_value(const c10::Argument& a, const c10::IValue& v) {
+  return a.name() == "value" && v.isTensor() && v.toTensor().defined() &&
+         v.toTensor().device().is_cpu() && v.toTensor().dim() == 0;
+}
+
+// The meta step's arguments: tpu tensors (and CPU scalar values) on meta.
+std::vector<c10::IValue> meta_stack(const c10::FunctionSchema& schema,
+                                    c10::ArrayRef<c10::IValue> args) {
+  std::vector<c10::IValue> stack;
+  stack.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (cpu_scalar_value(schema.arguments()[i], args[i]))
+      stack.push_back(at::empty_strided({}, {}, args[i].toTensor().options().device(c10::kMeta)));
+    else
+      stack.push_back(meta_value(args[i]));
+  }
+  return stack;
+}
+
 TensorMeta describe(const at::Tensor& t) {
   return {t.sizes().vec(), t.strides().vec(), t.scalar_type()};
 }
@@ -142,8 +164,7 @@ bool has_private_meta(const c10::OperatorHandle& op) {
 
 void check_result_type(const c10::OperatorHandle& functional, c10::ArrayRef<c10::IValue> args,
                        const OpMeta& m) {
-  std::vector<c10::IValue> stack;
-  for (const c10::IValue& v : args) stack.push_back(meta_value(v));
+  std::vector<c10::IValue> stack = meta_stack(functional.schema(), args);
   call_meta(functional, &stack);
   std::vector<TensorMeta> results;
   for (const c10::IValue& v : stack) describe_all(v, results);
@@ -199,9 +220,7 @@ void out_meta_from_functional(const c10::OperatorHandle& out_op,
 OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                 const std::vector<size_t>& mutated_args, const c10::OperatorHandle* functional) {
   const auto& schema = op.schema();
-  std::vector<c10::IValue> stack;
-  stack.reserve(args.size());
-  for (const c10::IValue& v : args) stack.push_back(meta_value(v));
+  std::vector<c10::IValue> stack = meta_stack(schema, args);
   std::vector<c10::IValue> meta_args = stack;  // keep the (mutable) meta inputs
   const bool out = is_out_variant(schema);
   OpMeta m;

@@ -378,8 +378,10 @@ void register_elementwise(Registry& r) {
   for (const char* op : {"aten::add.Tensor", "aten::add.Scalar"}) r.add(op, opmath(add, true));
   for (const char* op : {"aten::sub.Tensor", "aten::sub.Scalar"}) r.add(op, opmath(sub, true));
   for (const char* op : {"aten::rsub.Tensor", "aten::rsub.Scalar"}) r.add(op, opmath(rsub, true));
-  for (const char* op : {"aten::mul.Tensor", "aten::mul.Scalar"}) r.add(op, opmath(mul));
-  for (const char* op : {"aten::div.Tensor", "aten::div.Scalar"}) r.add(op, opmath(div));
+  for (const char* op : {"aten::mul.Tensor", "aten::mul.Scalar"})
+    r.add(op, opmath(mul, false, /*wide_scalar_other=*/true));
+  for (const char* op : {"aten::div.Tensor", "aten::div.Scalar"})
+    r.add(op, opmath(div, false, /*wide_scalar_other=*/true));
   for (const char* op : {"aten::div.Tensor_mode", "aten::div.Scalar_mode"}) r.add(op, div);
   for (const char* op : {"aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor",
                          "aten::sub.Scalar", "aten::rsub.Tensor", "aten::rsub.Scalar"})

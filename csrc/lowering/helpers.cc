@@ -288,13 +288,16 @@ Value round_like(Builder& b, Value x, ElementType t) {
   return x;
 }
 
-LoweringFn opmath(LoweringFn f, bool round_scalars) {
-  return [f = std::move(f), round_scalars](Context& c, const Args& a) -> Values {
+LoweringFn opmath(LoweringFn f, bool round_scalars, bool wide_scalar_other) {
+  return [f = std::move(f), round_scalars, wide_scalar_other](Context& c, const Args& a) -> Values {
     if (c.outputs.empty() || !is_half(c.out().dtype)) return f(c, a);
     std::vector<TensorType> wide(c.outputs.begin(), c.outputs.end());
     for (TensorType& t : wide) t.dtype = accumulation_type(t.dtype);
     Args args;
     for (const Arg& x : a) args.push_back(opmath_arg(c.b, x, c.out().dtype, round_scalars));
+    if (wide_scalar_other && a.size() > 1 && a[1].kind == Arg::kTensor && !a[1].scalar &&
+        a[1].tensor.rank() == 0)
+      args[1].tensor = c.b.convert(a[1].tensor, wide.front().dtype);
     Context wc{c.b, wide, c.precision, c.op, c.target};
     Values r = f(wc, args);
     for (size_t i = 0; i < r.size() && i < c.outputs.size(); ++i)

@@ -78,9 +78,13 @@ Value conj(Builder& b, Value z);
 // the operands it coerces widen exactly. Operands reach `f` as CPU's kernel
 // receives them: tensors cast to the result dtype (as TensorIterator casts
 // them); Scalars as they came unless `round_scalars` (add and sub read alpha
-// and a Python number in the tensor dtype). Other result types run `f`
-// unchanged, so f32 programs are untouched. For elementwise ops only.
-LoweringFn opmath(LoweringFn f, bool round_scalars = false);
+// and a Python number in the tensor dtype). With `wide_scalar_other`, a
+// 0-dim second operand is read unrounded too, as CPU's mul and div read a
+// scalar `other` (a bf16 tensor times a 0-dim f32 tensor multiplies by the
+// f32 value; a 0-dim first operand is cast like any tensor). Other result
+// types run `f` unchanged, so f32 programs are untouched. For elementwise ops
+// only.
+LoweringFn opmath(LoweringFn f, bool round_scalars = false, bool wide_scalar_other = false);
 
 // The opposite case: where CPU computes a 16-bit op as a chain of 16-bit ATen
 // ops (addr, composite losses), each step rounds. `x` (computed in f32)

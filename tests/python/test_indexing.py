@@ -277,3 +277,17 @@ def test_scatter_add_and_index_put_backward():
                torch.randn(3, 5), torch.randn(3, 2), grad=torch.randn(3, 5))
     check_grad(lambda x, v: x.index_put((torch.tensor([1, 1]).to(x.device),), v, accumulate=True),
                X, torch.randn(2, 4), grad=torch.randn(3, 4))
+
+
+@pytest.mark.parametrize("value", [torch.tensor(2.5), torch.tensor(7)])
+def test_fills_take_a_cpu_scalar_value(value):
+    """masked_fill and index_fill accept a 0-dim CPU tensor as the value on an
+    accelerator (PyTorch's decompositions rejected it next to a meta tensor)."""
+    x = torch.arange(12.0).reshape(3, 4)
+    mask, index = x > 4, torch.tensor([0, 2])
+    t = x.to("tpu")
+    assert_same(t.masked_fill(mask.to("tpu"), value), x.masked_fill(mask, value))
+    assert_same(t.clone().masked_fill_(mask.to("tpu"), value), x.clone().masked_fill_(mask, value))
+    assert_same(t.long().masked_fill(mask.to("tpu"), value), x.long().masked_fill(mask, value))
+    assert_same(t.index_fill(1, index.to("tpu"), value), x.index_fill(1, index, value))
+    assert_same(t.clone().index_fill_(0, index.to("tpu"), value), x.clone().index_fill_(0, index, value))

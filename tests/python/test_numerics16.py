@@ -203,3 +203,20 @@ def test_float16_batch_statistics_round_like_cpu(affine):
     actual = fn(*[t.to("tpu") if t is not None else None for t in (x, w, b)])
     for a, e in zip(actual, expected):
         assert_ulp_close(a, e, max_inexact=0.005)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scalar", [torch.tensor(1.1), torch.tensor(3.3, dtype=torch.float64),
+                                    torch.tensor(1000001), torch.tensor(0.7)])
+def test_a_0_dim_second_operand_of_mul_and_div_is_read_unrounded(dtype, scalar):
+    """CPU's mul and div read a scalar `other` at its own precision (a 16-bit
+    tensor times a 0-dim f32 tensor multiplies by the f32 value), but cast a
+    scalar first operand, and add/sub read it rounded: exactly, on CPU or tpu
+    0-dim tensors, and in place."""
+    x = (torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 0.01).to(dtype)
+    t = x.to("tpu")
+    for s in (scalar, scalar.to("tpu")):
+        for op in (torch.mul, torch.div, torch.add, torch.sub):
+            assert torch.equal(op(t, s).cpu(), op(x, scalar)), op
+            assert torch.equal(op(s, t).cpu(), op(scalar, x)), op
+        assert torch.equal(t.clone().mul_(s).cpu(), x.clone().mul_(scalar))

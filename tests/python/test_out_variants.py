@@ -177,6 +177,7 @@ def test_out_forms_without_a_pytorch_meta_function():
 
     cpu, tpu = _both(run)
     torch.testing.assert_close(tpu[0].value, cpu[0], atol=1e-4, rtol=1e-4)
+    assert tpu[0].stride == cpu[0].stride() == (1, 4)  # column-major, as LAPACK leaves it
     _assert_same(cpu[1:4], tpu[1:4])
     torch.testing.assert_close(tpu[4].value, cpu[4], atol=1e-3, rtol=1e-3)
 
