@@ -5,6 +5,7 @@ import fnmatch
 import os
 
 import pytest
+import torch
 
 from torch_tpu.tools import conformance
 from torch_tpu.tools.opinfo_slice import SLICE, SLICE_ALL_DTYPES
@@ -77,3 +78,39 @@ def test_harness_catches_a_wrong_result(monkeypatch):
     monkeypatch.setattr(op, "op", unlowered)
     outcome = conformance.run_case(op, "float32", "fwd")
     assert outcome.status == "fail" and outcome.missing == ("aten::abs",)
+
+
+def test_variant_kinds_catch_what_they_check(monkeypatch):
+    """inplace fails when a write through a strided view lands elsewhere,
+    out when the out= tensor is restrided (softmax's resize_ used to), and
+    noncontig when a non-contiguous input is read as if contiguous."""
+    op = conformance.opinfos()["neg"]
+    real_inplace = op.inplace_variant
+
+    def through_a_copy(x, *a, **k):  # writes a contiguous copy on tpu, not the view
+        if x.device.type == "tpu" and not x.is_contiguous():
+            x.contiguous().neg_()
+            return x
+        return real_inplace(x, *a, **k)
+    monkeypatch.setattr(op, "inplace_variant", through_a_copy)
+    assert conformance.run_case(op, "float32", "inplace").status == "fail"
+
+    real = op.op
+
+    def restrides(x, *a, out=None, **k):
+        if out is not None and out.device.type == "tpu":
+            out.set_(torch.empty_like(out, memory_format=torch.contiguous_format))
+        return real(x, *a, out=out, **k) if out is not None else real(x, *a, **k)
+    monkeypatch.setattr(op, "op", restrides)
+    assert conformance.run_case(op, "float32", "out").status == "fail"
+
+    def as_contiguous(x, *a, **k):
+        if x.device.type == "tpu" and not x.is_contiguous():
+            x = x.as_strided(x.shape, torch.empty(x.shape).stride())
+        return real(x, *a, **k)
+    monkeypatch.setattr(op, "op", as_contiguous)
+    assert conformance.run_case(op, "float32", "noncontig").status == "fail"
+    monkeypatch.setattr(op, "op", real)
+    for kind in ("inplace", "out", "noncontig"):
+        monkeypatch.setattr(op, "inplace_variant", real_inplace)
+        assert conformance.run_case(op, "float32", kind).status == "pass"
