@@ -53,12 +53,6 @@ const StatsRule* find_rule(const c10::FunctionSchema& s, bool out) {
   return nullptr;
 }
 
-bool is_out_variant(const c10::FunctionSchema& s) {
-  for (const c10::Argument& a : s.arguments())
-    if (a.is_out()) return true;
-  return false;
-}
-
 // CPU's dtype for the statistics: a 16-bit input's own dtype, or f32 when
 // any parameter is f32; other inputs keep the meta function's dtype.
 std::optional<c10::ScalarType> stats_dtype(const StatsRule& r, c10::ArrayRef<c10::IValue> args) {

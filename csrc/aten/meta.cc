@@ -173,18 +173,12 @@ void check_result_type(const c10::OperatorHandle& functional, c10::ArrayRef<c10:
                 results[i].dtype, " can't be cast to the desired output type ", m.mutated[i].dtype);
 }
 
-bool is_out_variant(const c10::FunctionSchema& s) {
-  for (const c10::Argument& a : s.arguments())
-    if (a.is_out()) return true;
-  return false;
-}
-
 // An out= variant PyTorch gives no meta kernel (geqrf.a, linalg_lstsq.out):
 // its functional's results, resized into the out= tensors (an out= tensor
 // of the right size keeps its strides, a resized one takes the functional
-// result's layout, as CPU's linalg kernels give it), each in its out=
-// tensor's dtype, which the result must cast to. Arguments written in place as well (batch norm's running statistics)
-// keep their metadata.
+// result's layout), each in its out= tensor's dtype, which the result must
+// cast to. Arguments written in place as well (batch norm's running
+// statistics) keep their metadata.
 void out_meta_from_functional(const c10::OperatorHandle& out_op,
                               const c10::OperatorHandle& functional,
                               const std::vector<c10::IValue>& meta_args,
@@ -265,6 +259,12 @@ OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
 }
 
 }  // namespace
+
+bool is_out_variant(const c10::FunctionSchema& s) {
+  for (const c10::Argument& a : s.arguments())
+    if (a.is_out()) return true;
+  return false;
+}
 
 void add_private_meta(const std::string& op, c10::KernelFunction kernel) {
   private_metas().emplace(op, std::move(kernel));

@@ -29,6 +29,9 @@ struct OpMeta {
   std::vector<hlo::TensorType> types; // fresh then mutated, as lowerings see them
 };
 
+// Whether `s` is an out= form (has out= arguments).
+bool is_out_variant(const c10::FunctionSchema& s);
+
 // Where CPU's output metadata differs from the meta function's (norms' saved
 // statistics), `m` is changed to CPU's (cpu_meta_rules.cc).
 void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
