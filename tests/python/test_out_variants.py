@@ -2,14 +2,13 @@
 (strided views stay views of their base), a resized out= tensor takes the
 layout CPU gives it, and out= forms whose functional decomposes above the
 backend or has no PyTorch meta function run too."""
-import warnings
-
 import pytest
 import torch
 
 import torch_tpu  # noqa: F401
 
-warnings.filterwarnings("ignore", message=".*resized since it had shape.*")
+# out= tensors of the wrong size are resized on purpose (as CPU warns).
+pytestmark = pytest.mark.filterwarnings("ignore:.*resized since it had shape")
 
 
 def _inputs(*shapes, seed=0):
