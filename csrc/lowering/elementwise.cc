@@ -307,7 +307,7 @@ Value copysign(Builder& b, Value x, Value y) {
   return b.select(b.or_(neg, negzero), b.neg(ax), ax);
 }
 Value logaddexp(Builder& b, Value x, Value y) {
-  if (hlo::is_complex(x.dtype())) throw Unsupported("aten::logaddexp of complex tensors");
+  if (hlo::is_complex(x.dtype())) return complex_log_add_exp(b, x, y);
   Value m = b.max(x, y);
   Value d = b.neg(b.abs(b.sub(x, y)));
   Value r = b.add(m, b.unary("stablehlo.log_plus_one", b.exp(d)));

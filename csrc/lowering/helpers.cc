@@ -257,6 +257,27 @@ Value conj(Builder& b, Value z) {
   if (!hlo::is_complex(z.dtype())) return z;
   return make_complex(b, real_part(b, z), b.neg(imag_part(b, z)), z.type());
 }
+Value complex_log_add_exp(Builder& b, Value x, Value y) {
+  using hlo::Compare;
+  auto is_nan = [&b](Value v) { return b.compare(Compare::kNE, v, v); };
+  Value xr = real_part(b, x), yr = real_part(b, y);
+  Value nan = b.or_(b.or_(is_nan(xr), is_nan(imag_part(b, x))),
+                    b.or_(is_nan(yr), is_nan(imag_part(b, y))));
+  Value x_smaller = b.compare(Compare::kLT, xr, yr);
+  Value n = b.select(x_smaller, x, y), m = b.select(x_smaller, y, x);
+  Value nr = real_part(b, n);
+  Value both_inf = b.and_(b.compare(Compare::kEQ, b.abs(nr), splat_like(b, INFINITY, nr)),
+                          b.compare(Compare::kEQ, nr, real_part(b, m)));
+  Value at_inf = b.select(b.compare(Compare::kLT, nr, splat_like(b, 0, nr)), n,
+                          b.log(b.add(b.exp(n), b.exp(m))));
+  // exp(-inf + i y) is 0 for every y (C99), where exp(re) * cis(y) gives NaN.
+  Value d = b.sub(n, m), dr = real_part(b, d);
+  Value e = b.select(b.compare(Compare::kEQ, dr, splat_like(b, -INFINITY, dr)), splat_like(b, 0, d),
+                     b.exp(d));
+  Value usual = b.add(b.unary("stablehlo.log_plus_one", e), m);
+  Value nans = splat_like(b, NAN, xr);
+  return b.select(nan, make_complex(b, nans, nans, x.type()), b.select(both_inf, at_inf, usual));
+}
 
 namespace {
 // Argument `x` of a 16-bit op of result dtype `t` as CPU's kernel sees it.

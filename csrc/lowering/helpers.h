@@ -72,6 +72,11 @@ Value real_part(Builder& b, Value z);
 Value imag_part(Builder& b, Value z);
 Value make_complex(Builder& b, Value re, Value im, const TensorType& t);
 Value conj(Builder& b, Value z);
+// log(exp(x) + exp(y)) of complex x and y as CPU's kernel takes it: NaN in
+// either part of either gives NaN + NaN i; with m the one of larger real part
+// and n the other, equal infinite real parts give n (-inf) or
+// log(exp(n) + exp(m)) (+inf), anything else log1p(exp(n - m)) + m.
+Value complex_log_add_exp(Builder& b, Value x, Value y);
 
 // PyTorch CPU's numerics for 16-bit float results (`opmath_type`): the op
 // computes in f32 and rounds each result once. `f` sees f32 result types, so

@@ -223,10 +223,11 @@ std::vector<int64_t> all_but(int64_t rank, int64_t dim) {
 // maxnorm are scaled to it (with PyTorch's 1e-7 guard).
 Values renorm(Context& c, const Args& a) {
   Value x = a[0].tensor;
-  if (hlo::is_complex(x.dtype())) throw Unsupported("aten::renorm of a complex tensor");
-  ElementType acc = accumulation_type(x.dtype());
+  // Complex slices are measured by their elements' magnitudes.
+  bool complex = hlo::is_complex(x.dtype());
+  ElementType acc = accumulation_type(complex ? part_type(x.dtype()) : x.dtype());
   int64_t dim = wrap_dim(a[2].i, x.rank());
-  Value xf = c.b.convert(x, acc), ax = c.b.abs(xf);
+  Value ax = c.b.convert(c.b.abs(x), acc);
   std::vector<int64_t> dims = all_but(x.rank(), dim);
   // p (> 0, checked by PyTorch) is a program input: pick inf or the power sum.
   Value p = c.b.convert(a[1].tensor, acc);
@@ -238,7 +239,7 @@ Values renorm(Context& c, const Args& a) {
   Value maxnorm = c.b.broadcast_in_dim(c.b.convert(a[3].tensor, acc), norm.shape(), {});
   Value scale = c.b.div(maxnorm, c.b.add(norm, splat_like(c.b, 1e-7, norm)));
   scale = c.b.select(c.b.compare(Compare::kGT, norm, maxnorm), scale, splat_like(c.b, 1, norm));
-  scale = c.b.convert(scale, x.dtype());
+  scale = c.b.convert(c.b.convert(scale, complex ? part_type(x.dtype()) : x.dtype()), x.dtype());
   return {c.b.mul(x, c.b.broadcast_in_dim(scale, x.shape(), {dim}))};
 }
 

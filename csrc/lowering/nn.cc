@@ -140,13 +140,15 @@ Value gelu_backward(Builder& b, const Values& v, const Args& a) {
   Value pdf = b.mul(b.exp(b.mul(k(b, -0.5, x), b.mul(x, x))), k(b, 0.5 * M_2_SQRTPI * M_SQRT1_2, x));
   return b.mul(g, b.add(cdf, b.mul(x, pdf)));
 }
+// For complex y the derivative is conjugated (PyTorch's convention for
+// holomorphic functions: grad * conj(f'(x))).
 Value sigmoid_backward(Builder& b, const Values& v, const Args&) {
   Value y = v[1];
-  return b.mul(v[0], b.mul(b.sub(k(b, 1, y), y), y));
+  return b.mul(v[0], conj(b, b.mul(b.sub(k(b, 1, y), y), y)));
 }
 Value tanh_backward(Builder& b, const Values& v, const Args&) {
   Value y = v[1];
-  return b.mul(v[0], b.sub(k(b, 1, y), b.mul(y, y)));
+  return b.mul(v[0], conj(b, b.sub(k(b, 1, y), b.mul(y, y))));
 }
 Value leaky_relu_backward(Builder& b, const Values& v, const Args&) {
   return b.select(gt(b, v[1], zero_like(b, v[1])), v[0], b.mul(v[0], v[2]));

@@ -269,15 +269,18 @@ LoweringFn moments_fn(bool stddev, bool with_mean) {
   };
 }
 
+// log(sum(exp(x))) shifted by the largest element (of the real parts, for
+// complex x, as CPU does).
 Values logsumexp(Context& c, const Args& a) {
   Builder& b = c.b;
-  if (hlo::is_complex(a[0].tensor.dtype())) throw Unsupported("aten::logsumexp of a complex tensor");
   Value x = b.convert(a[0].tensor, accumulation_type(c.out().dtype));
+  bool complex = hlo::is_complex(x.dtype());
   auto dims = reduction_dims(a[1], x.rank());
-  Value m = reduce_extreme(b, x, dims, true);
+  Value m = reduce_extreme(b, complex ? real_part(b, x) : x, dims, true);
   // An infinite max would turn x - m into NaN; shift by 0 instead.
   Value inf = b.compare(hlo::Compare::kEQ, b.abs(m), splat_like(b, INFINITY, m));
   m = b.select(inf, splat_like(b, 0, m), m);
+  if (complex) m = make_complex(b, m, splat_like(b, 0, m), TensorType{x.dtype(), m.shape()});
   Value s = reduce_sum(b, b.exp(b.sub(x, broadcast_back(b, m, x.shape(), dims))), dims);
   return {to_output(c, b.add(b.log(s), m))};
 }

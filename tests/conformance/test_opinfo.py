@@ -1,4 +1,4 @@
-"""Every OpInfo sample, run on CPU and on tpu, compared (forward and float32
+"""Every OpInfo sample, run on CPU and on tpu, compared (forward, float32 and complex64
 gradients). One test per (OpInfo, dtype, fwd|bwd); known failures are listed in
 expected_failures.txt and run as strict xfails."""
 import fnmatch

@@ -117,10 +117,70 @@ def test_complex_lerp_and_unsupported_ops_raise_clearly():
     a, b = complex_randn(4), complex_randn(4)
     same(lambda x, y: torch.lerp(x, y, 0.3), a, b)
     same(lambda x, y: torch.lerp(x, y, torch.full((4,), 0.7 + 0.1j, device=x.device)), a, b)
-    t = a.to("tpu")
-    for fn in (lambda: torch.logsumexp(t, 0), lambda: torch.logaddexp(t, t)):
-        with pytest.raises(NotImplementedError, match="complex"):
-            fn()
+    t = complex_randn(3, 3).to("tpu")
+    with pytest.raises(NotImplementedError, match="real floating point only"):
+        torch.linalg.cholesky(t)
+
+
+def test_complex_log_sum_exps():
+    """logsumexp (shifted by the largest real part), logcumsumexp and
+    logaddexp of complex tensors, as CPU computes them; they raised
+    NotImplementedError before."""
+    torch.manual_seed(0)
+    z = complex_randn(6, 7) * 3
+    for dim in (0, 1):
+        same(lambda t: torch.logsumexp(t, dim), z)
+        same(lambda t: torch.logcumsumexp(t, dim), z)
+    same(torch.logaddexp, z, complex_randn(6, 7) * 3)
+    inf, nan = float("inf"), float("nan")
+    rows = torch.tensor([[complex(-inf, 0), complex(1, 2)], [complex(inf, 1), complex(2, 0)],
+                         [complex(nan, 0), complex(0, 1)]], dtype=torch.complex64)
+    for dim in (0, 1):
+        for fn in (torch.logsumexp, torch.logcumsumexp):
+            torch.testing.assert_close(fn(rows.to("tpu"), dim).cpu(), fn(rows, dim), equal_nan=True)
+
+
+def test_complex_logaddexp_at_infinities_and_nans():
+    """Every pair of real parts (-inf, inf, nan, finite) and imaginary
+    parts (0, finite, nan, inf): CPU's rules (NaN in either part of either
+    gives NaN + NaN i; exp(-inf + i y) is 0 for every y)."""
+    inf, nan = float("inf"), float("nan")
+    values = [complex(re, im) for re in (-inf, inf, nan, 0.0, 1.5, -2.0, 80.0)
+              for im in (0.0, 1.0, -3.0, nan, inf)]
+    x = torch.tensor(values, dtype=torch.complex64).repeat_interleave(len(values))
+    y = torch.tensor(values, dtype=torch.complex64).repeat(len(values))
+    torch.testing.assert_close(torch.logaddexp(x.to("tpu"), y.to("tpu")).cpu(),
+                               torch.logaddexp(x, y), equal_nan=True, **TOL)
+
+
+def test_complex_renorm():
+    torch.manual_seed(0)
+    z = complex_randn(6, 7) * 3
+    for p in (1.0, 2.0, float("inf")):
+        for dim in (0, 1):
+            same(lambda t: torch.renorm(t, p, dim, 3.0), z)
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "tanhshrink"])
+def test_complex_activation_gradients_are_conjugated(name):
+    """tanh_backward and sigmoid_backward multiply by the conjugate of the
+    derivative for complex inputs, as PyTorch's holomorphic convention asks;
+    they used the derivative itself (silently wrong gradients, also through
+    tanhshrink and the `_foreach_` forms)."""
+    fn = {"tanh": torch.tanh, "sigmoid": torch.sigmoid,
+          "tanhshrink": torch.nn.functional.tanhshrink}[name]
+    torch.manual_seed(0)
+    z, cot = complex_randn(4, 5), complex_randn(4, 5)
+    grads = []
+    for device in ("cpu", "tpu"):
+        x = z.to(device).requires_grad_(True)
+        grads.append(torch.autograd.grad(fn(x), x, cot.to(device))[0].cpu())
+    torch.testing.assert_close(grads[1], grads[0], **TOL)
+    x = [z.to("tpu").requires_grad_(True)]
+    out = getattr(torch, "_foreach_" + name)(x) if name != "tanhshrink" else None
+    if out is not None:
+        got = torch.autograd.grad(out, x, [cot.to("tpu")])[0].cpu()
+        torch.testing.assert_close(got, grads[0], **TOL)
 
 
 REDUCTIONS = {

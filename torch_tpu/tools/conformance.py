@@ -1,7 +1,9 @@
 """OpInfo conformance: PyTorch's own OpInfo samples, run on CPU and on tpu, compared.
 
 One *case* is (OpInfo, dtype, kind) where kind is "fwd" (outputs), "bwd"
-(float32 input gradients under a fixed random cotangent), or, in float32, one
+(float32 and complex64 input gradients under a fixed random cotangent; complex
+outputs count, so a real op's complex results are differentiated too), or, in
+float32, one
 of the variants a backend gets wrong silently: "inplace" (the in-place
 variant's written input, directly and through a transposed view of a larger
 tensor), "out" (the out= form, into empty tensors the call resizes and into
@@ -86,6 +88,9 @@ def cases(op, dtypes=tuple(DTYPES)):
     """The (dtype name, kind) cases an OpInfo has among `dtypes`."""
     supported = op.supported_dtypes("cpu")
     out = [(d, "fwd") for d in dtypes if DTYPES[d] in supported]
+    if ("complex64" in dtypes and torch.complex64 in supported and op.supports_autograd
+            and torch.complex64 in op.supported_backward_dtypes("cpu")):
+        out.append(("complex64", "bwd"))
     if "float32" not in dtypes or torch.float32 not in supported:
         return out
     if op.supports_autograd and torch.float32 in op.supported_backward_dtypes("cpu"):
@@ -420,8 +425,8 @@ def _noncontig_sample(op, sample):
 
 
 def _grad_targets(outputs):
-    return [o for o in _flat(outputs)
-            if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
+    return [o for o in _flat(outputs) if isinstance(o, torch.Tensor) and o.requires_grad
+            and (o.is_floating_point() or o.is_complex())]
 
 
 def _leaves(sample):
