@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../hlo/types.h"
+#include "../pjrt/buffer.h"
 #include "../pjrt/event.h"
 
 namespace torch_tpu::engine {
@@ -31,19 +32,27 @@ struct HostSpan {
 // written by a download) until Engine::await returns; the caller keeps it
 // alive until then. Awaiting twice is harmless.
 struct Transfers {
+  // A download the reading thread copies itself once `done` fires (the
+  // target's host_memory_buffers): the buffer is kept until then.
+  struct Direct {
+    pjrt::BufferPtr src;
+    HostSpan dst;
+  };
   bool to_host = false;
   std::vector<std::shared_ptr<pjrt::Event>> done;  // null: done at issue
+  std::vector<Direct> direct;  // per copy; src null: the plugin copies
   std::vector<int64_t> bytes;
   std::vector<int> devices;
   std::chrono::steady_clock::time_point start;
   int64_t traced_ns = 0;  // the issue time on the profiler's clock (0: off)
   bool awaited = false;
 
-  // Whether every copy has finished (no waiting).
+  // Whether awaiting would not block (direct copies are made by the await).
   bool ready() const;
   // Waits for every copy, dropping errors (a batch abandoned after an error:
   // its host memory may be released once this returns).
   void drain() noexcept;
+  static void copy_direct(const Direct& d);
 };
 
 }  // namespace torch_tpu::engine

@@ -45,6 +45,21 @@ void Buffer::await_ready() const {
   Event(api_, a.event).await();
 }
 
+std::shared_ptr<Event> Buffer::ready_event() const {
+  auto a = PJRT_ARGS(PJRT_Buffer_ReadyEvent);
+  a.buffer = buffer_;
+  PJRT_CALL(api_, PJRT_Buffer_ReadyEvent, a);
+  return a.event == nullptr ? nullptr : std::make_shared<Event>(api_, a.event);
+}
+
+const void* Buffer::device_memory() const {
+  if (api_->PJRT_Buffer_OpaqueDeviceMemoryDataPointer == nullptr) return nullptr;
+  auto a = PJRT_ARGS(PJRT_Buffer_OpaqueDeviceMemoryDataPointer);
+  a.buffer = buffer_;
+  PJRT_CALL(api_, PJRT_Buffer_OpaqueDeviceMemoryDataPointer, a);
+  return a.device_memory_ptr;
+}
+
 void Buffer::to_host(void* dst, size_t size) const {
   if (auto done = to_host_async(dst, size)) done->await();
 }

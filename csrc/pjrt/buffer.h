@@ -26,6 +26,12 @@ class Buffer {
 
   // Waits until the buffer's contents are defined (its producer finished).
   void await_ready() const;
+  // The event of that (null: defined already).
+  std::shared_ptr<Event> ready_event() const;
+  // The start of the buffer's device memory (a host address where the
+  // plugin's device memory is host memory), or null where the plugin does not
+  // tell.
+  const void* device_memory() const;
   // Copies the whole buffer, dense row-major, into `dst` (`size` bytes).
   // Blocks until the copy is done.
   void to_host(void* dst, size_t size) const;

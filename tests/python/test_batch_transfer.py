@@ -274,3 +274,26 @@ def test_device_side_error_is_raised_by_wait_and_reported_once(mode):
             fut.wait()
     assert fut.done()
     torch.testing.assert_close(torch.tpu.batch_to_host([w * 2])[0], table * 2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_host_reads_of_computed_values_around_the_direct_read_bound(mode, dtype):
+    """On XLA:CPU small host reads copy the buffer's memory on the reading
+    thread and larger ones (over 1 MiB) keep the plugin's copy: every size
+    around the bound, read alone, batched and through a dropped future,
+    equals CPU. Values come from programs (not uploads), so the reads wait for
+    them."""
+    size = torch.empty((), dtype=dtype).element_size()
+    for numel in (0, 1, 1000, (1 << 20) // size, (1 << 20) // size + 1):
+        src = make((numel,), dtype, seed=numel)
+        want = src.flip(0)
+        on_tpu = src.to("tpu").flip(0)
+        torch.testing.assert_close(on_tpu.cpu(), want, rtol=0, atol=0)
+        got = torch.tpu.batch_to_host([on_tpu, src.to("tpu").flip(0)])
+        for g in got:
+            torch.testing.assert_close(g, want, rtol=0, atol=0)
+        rows = torch.zeros(numel, 2, dtype=dtype).t()  # staged: a non-contiguous destination
+        future = bt.batch_transfer_d2h([src.to("tpu").flip(0)], [rows[1]], [0], [0], [numel])
+        del future  # dropped before wait(): its copy still lands
+        gc.collect()
+        torch.testing.assert_close(rows[1], want, rtol=0, atol=0)
