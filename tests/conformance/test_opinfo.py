@@ -114,3 +114,16 @@ def test_variant_kinds_catch_what_they_check(monkeypatch):
     for kind in ("inplace", "out", "noncontig"):
         monkeypatch.setattr(op, "inplace_variant", real_inplace)
         assert conformance.run_case(op, "float32", kind).status == "pass"
+
+
+def test_whole_storage_copies_keep_conjugate_and_negative_bits():
+    """The non-contiguous kind copies each tensor's whole storage: a lazy
+    conjugate (or negative) view must stay one, since its storage holds the
+    values before the bit (dropping it made complex addmm/baddbmm samples
+    with a conjugated operand look wrong)."""
+    z = torch.complex(torch.randn(3, 6), torch.randn(3, 6))[:, ::2]
+    for view in (z.conj(), z.conj().mT, z.conj().imag):
+        moved = conformance._with_storage(view)
+        assert moved.is_conj() == view.is_conj() and moved.is_neg() == view.is_neg()
+        torch.testing.assert_close(moved.cpu().resolve_conj().resolve_neg(),
+                                   view.resolve_conj().resolve_neg(), rtol=0, atol=0)

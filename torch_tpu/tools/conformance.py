@@ -170,7 +170,13 @@ def _with_storage(t, device="tpu"):
     """t on `device` as a view of a copy of its whole storage (same sizes,
     strides and storage offset): for ops that address the storage (as_strided)."""
     flat = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
-    return flat.to(device, copy=True).as_strided(t.size(), t.stride(), t.storage_offset())
+    view = flat.to(device, copy=True).as_strided(t.size(), t.stride(), t.storage_offset())
+    # The storage holds what a conjugate or negative view's bit transforms.
+    if t.is_conj():
+        view = view.conj()
+    if t.is_neg():
+        view = view._neg_view()
+    return view
 
 
 class _ToTpu:
