@@ -239,7 +239,7 @@ Values renorm(Context& c, const Args& a) {
   Value maxnorm = c.b.broadcast_in_dim(c.b.convert(a[3].tensor, acc), norm.shape(), {});
   Value scale = c.b.div(maxnorm, c.b.add(norm, splat_like(c.b, 1e-7, norm)));
   scale = c.b.select(c.b.compare(Compare::kGT, norm, maxnorm), scale, splat_like(c.b, 1, norm));
-  scale = c.b.convert(c.b.convert(scale, complex ? part_type(x.dtype()) : x.dtype()), x.dtype());
+  scale = c.b.convert(scale, x.dtype());
   return {c.b.mul(x, c.b.broadcast_in_dim(scale, x.shape(), {dim}))};
 }
 

@@ -71,23 +71,14 @@ LoweringFn cumulative_extreme_fn(bool max) {
 // M + log S is rounded once, as CPU's double accumulation is; a scan of
 // rounded log-sums would drift by ulps at large magnitudes, and the backward
 // formula (exp(logcumsumexp(..) + self)) turns that drift into visible error.
+// For complex x, M is the running maximum of the real parts and S complex.
 Values combine_log_sums(Builder& b, const Values& e, const Values& l) {
   Value m = nan_max(b, e[0], l[0]);
   auto weight = [&](Value mi) {
-    return b.select(b.compare(hlo::Compare::kEQ, mi, m), splat_like(b, 1, mi), b.exp(b.sub(mi, m)));
+    Value w = b.select(b.compare(hlo::Compare::kEQ, mi, m), splat_like(b, 1, mi), b.exp(b.sub(mi, m)));
+    return b.convert(w, e[1].dtype());
   };
   return {m, b.add(b.mul(e[1], weight(e[0])), b.mul(l[1], weight(l[0])))};
-}
-
-// Complex pairs (M, S) mean M + log S with M real: the running maximum of
-// the real parts (exact) and S = sum exp(x - M).
-Values combine_complex_log_sums(Builder& b, const Values& e, const Values& l) {
-  Value m = nan_max(b, e[0], l[0]);
-  auto weighted = [&](Value mi, Value si) {
-    Value w = b.select(b.compare(hlo::Compare::kEQ, mi, m), splat_like(b, 1, mi), b.exp(b.sub(mi, m)));
-    return b.mul(si, b.convert(w, si.dtype()));
-  };
-  return {m, b.add(weighted(e[0], e[1]), weighted(l[0], l[1]))};
 }
 
 // CPU's own loop over `dim` of complex x: cum = log_add_exp(x_i, cum) from
@@ -140,7 +131,7 @@ Values logcumsumexp(Context& c, const Args& a) {
     Value re = real_part(b, x), zero = splat_like(b, 0, re);
     Value s = b.exp(make_complex(b, zero, imag_part(b, x), x.type()));
     Values ids{b.constant(part_type(out), -INFINITY), b.constant(out, 0)};
-    Values r = scan(b, {re, s}, dim, ids, combine_complex_log_sums);
+    Values r = scan(b, {re, s}, dim, ids, combine_log_sums);
     Value sum = b.add(make_complex(b, r[0], zero, x.type()), b.log(r[1]));
     Value chain = log_add_exp_chain(b, x, dim);
     Value turns = b.unary("stablehlo.round_nearest_even", b.div(b.sub(imag_part(b, chain), imag_part(b, sum)),
