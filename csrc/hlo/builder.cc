@@ -914,13 +914,15 @@ Value Builder::cholesky(Value a, bool lower) {
 }
 
 Value Builder::triangular_solve(Value a, Value b, bool left_side, bool lower,
-                                bool unit_diagonal, bool transpose_a) {
+                                bool unit_diagonal, Transpose transpose_a) {
+  static const char* names[] = {"NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"};
+  if (transpose_a == Transpose::kAdjoint && !is_complex(a.dtype())) transpose_a = Transpose::kTranspose;
   auto flag = [](bool v) { return v ? "true" : "false"; };
   return emit("stablehlo.triangular_solve", {a, b}, {b.type()},
               std::string("{left_side = ") + flag(left_side) + ", lower = " + flag(lower) +
                   ", unit_diagonal = " + flag(unit_diagonal) +
-                  ", transpose_a = #stablehlo<transpose " +
-                  (transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE") + ">}")[0];
+                  ", transpose_a = #stablehlo<transpose " + names[static_cast<int>(transpose_a)] +
+                  ">}")[0];
 }
 
 Values Builder::while_loop(const Values& init, const RegionFn& cond, const RegionFn& body) {

@@ -55,6 +55,10 @@ using RegionFn = std::function<Values(Builder&, const Values&)>;
 
 enum class Compare { kEQ, kNE, kLT, kLE, kGT, kGE };
 
+// How triangular_solve applies A: as is, transposed, or conjugate-transposed
+// (the same as transposed for real types).
+enum class Transpose { kNone, kTranspose, kAdjoint };
+
 struct GatherDims {
   std::vector<int64_t> offset_dims, collapsed_slice_dims, operand_batching_dims,
       start_indices_batching_dims, start_index_map;
@@ -268,7 +272,7 @@ class Builder {
                            const std::string& algorithm = "THREE_FRY");
   Value cholesky(Value a, bool lower);
   Value triangular_solve(Value a, Value b, bool left_side, bool lower,
-                         bool unit_diagonal, bool transpose_a);
+                         bool unit_diagonal, Transpose transpose_a);
   // While loop over `init`; `cond` yields one i1 scalar, `body` the new state.
   Values while_loop(const Values& init, const RegionFn& cond, const RegionFn& body);
 

@@ -27,6 +27,12 @@ inline void require_real(const Context& c, Value x) {
     throw Unsupported(c.op + " on " + x.type().str() + " (real floating point only)");
 }
 
+// Real or complex floating point (the factorizations written for both).
+inline void require_floating(const Context& c, Value x) {
+  if (!hlo::is_float(x.dtype()) && !hlo::is_complex(x.dtype()))
+    throw Unsupported(c.op + " on " + x.type().str() + " (floating point or complex only)");
+}
+
 // i1 mask of the lower (row >= col) or upper triangle of matrices `shape`.
 inline Value triangle_mask(Builder& b, const std::vector<int64_t>& shape, bool lower) {
   int64_t r = static_cast<int64_t>(shape.size());
@@ -45,6 +51,16 @@ inline Value transpose_last(Builder& b, Value x) {
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[x.rank() - 1], perm[x.rank() - 2]);
   return b.transpose(x, perm);
+}
+
+// The conjugate transpose of the last two dims (the transpose for real x).
+inline Value adjoint_last(Builder& b, Value x) { return conj(b, transpose_last(b, x)); }
+
+// |x|² in x's real type.
+inline Value abs2(Builder& b, Value x) {
+  if (!hlo::is_complex(x.dtype())) return b.mul(x, x);
+  Value re = real_part(b, x), im = imag_part(b, x);
+  return b.add(b.mul(re, re), b.mul(im, im));
 }
 
 // x's batch dims broadcast to those of `like`, its matrix dims kept.

@@ -3,7 +3,9 @@
 // until the off-diagonal part is at rounding level. eigh rotates A from both
 // sides (two-sided Jacobi); svd orthogonalizes A's columns (one-sided,
 // Hestenes), which keeps small singular values accurate, and completes U by
-// Householder QR when it needs more columns than A has nonzero ones.
+// Householder QR when it needs more columns than A has nonzero ones. Complex
+// (Hermitian) matrices take the same real rotations once a phase on column q
+// has made the pair's off-diagonal entry real and non-negative.
 #include <cmath>
 #include <limits>
 
@@ -19,7 +21,7 @@ constexpr int kMaxSweeps = 40;
 
 
 double epsilon(ElementType t) {
-  return t == ElementType::kF64 ? std::numeric_limits<double>::epsilon()
+  return t == ElementType::kF64 || t == ElementType::kC128 ? std::numeric_limits<double>::epsilon()
                                 : std::numeric_limits<float>::epsilon();
 }
 
@@ -38,10 +40,35 @@ Value rotate_pair(Builder& b, Value x, int64_t dim, Value p, Value q, Value cs, 
   sp[dim] = p;
   sq[dim] = q;
   Value xp = b.dynamic_slice(x, sp, size), xq = b.dynamic_slice(x, sq, size);
-  Value cb = b.broadcast_in_dim(cs, size, {0}), sb = b.broadcast_in_dim(sn, size, {0});
+  Value cb = b.convert(b.broadcast_in_dim(cs, size, {0}), x.dtype());
+  Value sb = b.convert(b.broadcast_in_dim(sn, size, {0}), x.dtype());
   Value np = b.sub(b.mul(cb, xp), b.mul(sb, xq)), nq = b.add(b.mul(sb, xp), b.mul(cb, xq));
   return b.dynamic_update_slice(b.dynamic_update_slice(x, np, sp), nq, sq);
 }
+
+// Slice q of x [B, r, c] along `dim` multiplied by f [B].
+Value scale_slice(Builder& b, Value x, int64_t dim, Value q, Value f) {
+  auto size = x.shape();
+  size[dim] = 1;
+  Value z = i32(b, 0);
+  Values at{z, z, z};
+  at[dim] = q;
+  Value xq = b.mul(b.dynamic_slice(x, at, size), b.broadcast_in_dim(f, size, {0}));
+  return b.dynamic_update_slice(x, xq, at);
+}
+
+// For a complex off-diagonal entry g [B]: {|g|, the phase g / |g| (1 where g
+// is 0)}; for a real one {g, none}.
+Values phase_of(Builder& b, Value g) {
+  if (!hlo::is_complex(g.dtype())) return {g, Value()};
+  Value mag = b.abs(g);
+  Value zero = b.compare(Compare::kEQ, mag, splat_like(b, 0, mag));
+  Value safe = b.convert(b.select(zero, splat_like(b, 1, mag), mag), g.dtype());
+  return {mag, b.select(zero, splat_like(b, 1, g), b.div(g, safe))};
+}
+
+// The real part (a complex diagonal's entries are real up to rounding).
+Value re(Builder& b, Value x) { return hlo::is_complex(x.dtype()) ? real_part(b, x) : x; }
 
 // The rotation (c, s) that zeroes apq of the symmetric 2×2 [[app, apq],
 // [apq, aqq]]; the identity where `skip`.
@@ -108,10 +135,17 @@ Value all_batch(Builder& b, Value pred) {
 
 // ---- eigh ------------------------------------------------------------------------
 
-// The symmetric matrix that the `lower` (or upper) triangle of a describes.
+// The symmetric (Hermitian) matrix that the `lower` (or upper) triangle of a
+// describes; a complex diagonal's imaginary part is ignored, as LAPACK does.
 Value symmetrize(Builder& b, Value a, bool lower) {
   Value strict = b.select(triangle_mask(b, a.shape(), !lower), splat_like(b, 0, a), a);
-  return b.add(triangle(b, a, lower), transpose_last(b, strict));
+  Value tri = triangle(b, a, lower);
+  if (hlo::is_complex(a.dtype())) {
+    Value diag = b.and_(triangle_mask(b, a.shape(), true), triangle_mask(b, a.shape(), false));
+    Value r = real_part(b, tri);
+    tri = b.select(diag, make_complex(b, r, splat_like(b, 0, r), a.type()), tri);
+  }
+  return b.add(tri, adjoint_last(b, strict));
 }
 
 // Two-sided Jacobi on symmetric [B, n, n]: {A → diagonal, V}.
@@ -119,14 +153,20 @@ Values jacobi_eigh(Builder& b, Value a) {
   int64_t B = a.dim(0), n = a.dim(1);
   double tol = epsilon(a.dtype()) * static_cast<double>(n);
   PairFn rotate = [](Builder& w, Value p, Value q, const Values& s) {
-    Value apq = at(w, s[0], p, q);
-    Values cs = rotation(w, at(w, s[0], p, p), at(w, s[0], q, q), apq,
-                         w.compare(Compare::kEQ, apq, splat_like(w, 0, apq)));
-    Value x = rotate_pair(w, rotate_pair(w, s[0], 2, p, q, cs[0], cs[1]), 1, p, q, cs[0], cs[1]);
-    return Values{x, rotate_pair(w, s[1], 2, p, q, cs[0], cs[1])};
+    Value x = s[0], v = s[1];
+    Values g = phase_of(w, at(w, x, p, q));
+    if (g[1].valid()) {  // Dᴴ A D and V D for D = diag(.., conj(phase) at q, ..)
+      Value back = conj(w, g[1]);
+      x = scale_slice(w, scale_slice(w, x, 2, q, back), 1, q, g[1]);
+      v = scale_slice(w, v, 2, q, back);
+    }
+    Values cs = rotation(w, re(w, at(w, x, p, p)), re(w, at(w, x, q, q)), g[0],
+                         w.compare(Compare::kEQ, g[0], splat_like(w, 0, g[0])));
+    x = rotate_pair(w, rotate_pair(w, x, 2, p, q, cs[0], cs[1]), 1, p, q, cs[0], cs[1]);
+    return Values{x, rotate_pair(w, v, 2, p, q, cs[0], cs[1])};
   };
   DoneFn done = [tol](Builder& w, const Values& s) {
-    Value sq = w.mul(s[0], s[0]);
+    Value sq = abs2(w, s[0]);
     Value off = w.select(triangle_mask(w, sq.shape(), true), splat_like(w, 0, sq),
                          w.add(sq, transpose_last(w, sq)));
     Value offn = reduce_sum(w, off, {1, 2}), all = reduce_sum(w, sq, {1, 2});
@@ -149,13 +189,13 @@ Values sort_with_columns(Builder& b, Value vals, const Values& cols, bool ascend
 
 Values eigh(Context& c, const Args& a) {
   Value x = a[0].tensor;
-  require_real(c, x);
+  require_floating(c, x);
   bool lower = a[1].s != "U" && a[1].s != "u";
   int64_t n = x.dim(x.rank() - 1), B = product(batch_dims(x));
   if (B * n == 0) return {c.b.zeros(c.out(0)), c.b.zeros(c.out(1))};
   Value sym = c.b.reshape(symmetrize(c.b, x, lower), {B, n, n});
   Values ev = jacobi_eigh(c.b, sym);
-  Values sorted = sort_with_columns(c.b, diagonal(c.b, ev[0]), {ev[1]}, true);
+  Values sorted = sort_with_columns(c.b, re(c.b, diagonal(c.b, ev[0])), {ev[1]}, true);
   Value vals = c.b.reshape(sorted[0], c.out(0).shape);
   if (!a[2].b) return {vals, c.b.zeros(c.out(1))};
   return {vals, c.b.reshape(sorted[1], c.out(1).shape)};
@@ -174,17 +214,22 @@ Values jacobi_svd(Builder& b, Value a) {
       Value z = i32(w, 0);
       return w.reshape(w.dynamic_slice(x, {z, z, j}, {x.dim(0), rows, 1}), {x.dim(0), rows});
     };
-    Value xp = col(p), xq = col(q);
-    Value alpha = reduce_sum(w, w.mul(xp, xp), {1}), beta = reduce_sum(w, w.mul(xq, xq), {1});
-    Value gamma = reduce_sum(w, w.mul(xp, xq), {1});
+    Value xp = col(p), xq = col(q), v = s[1];
+    Value alpha = reduce_sum(w, abs2(w, xp), {1}), beta = reduce_sum(w, abs2(w, xq), {1});
+    Values g = phase_of(w, reduce_sum(w, w.mul(conj(w, xp), xq), {1}));
+    if (g[1].valid()) {  // column q of X and V times conj(phase): x_pᴴ x_q real
+      Value back = conj(w, g[1]);
+      x = scale_slice(w, x, 2, q, back);
+      v = scale_slice(w, v, 2, q, back);
+    }
     Value bound = w.mul(w.sqrt(w.mul(alpha, beta)), splat_like(w, tol, alpha));
-    Value skip = w.compare(Compare::kLE, w.abs(gamma), bound);
-    Values cs = rotation(w, alpha, beta, gamma, skip);
-    return Values{rotate_pair(w, x, 2, p, q, cs[0], cs[1]), rotate_pair(w, s[1], 2, p, q, cs[0], cs[1])};
+    Value skip = w.compare(Compare::kLE, w.abs(g[0]), bound);
+    Values cs = rotation(w, alpha, beta, g[0], skip);
+    return Values{rotate_pair(w, x, 2, p, q, cs[0], cs[1]), rotate_pair(w, v, 2, p, q, cs[0], cs[1])};
   };
   DoneFn done = [tol](Builder& w, const Values& s) {
-    Value g = matmul(w, transpose_last(w, s[0]), s[0]);
-    Value d = diagonal(w, g);
+    Value g = matmul(w, adjoint_last(w, s[0]), s[0]);
+    Value d = re(w, diagonal(w, g));
     int64_t k = d.dim(1);
     std::vector<int64_t> shape{d.dim(0), k, k};
     Value scale = w.sqrt(w.mul(w.broadcast_in_dim(d, shape, {0, 1}), w.broadcast_in_dim(d, shape, {0, 2})));
@@ -200,23 +245,23 @@ Values jacobi_svd(Builder& b, Value a) {
 // columns, completed to an orthonormal set through Householder QR.
 Value complete_u(Builder& b, Value us, Value s, int64_t cols) {
   Value sb = b.broadcast_in_dim(s, us.shape(), {0, 2});
-  Value zero = splat_like(b, 0, us);
-  Value safe = b.select(b.compare(Compare::kGT, sb, zero), sb, splat_like(b, 1, us));
-  Value u = b.select(b.compare(Compare::kGT, sb, zero), b.div(us, safe), zero);
+  Value positive = b.compare(Compare::kGT, sb, splat_like(b, 0, sb));
+  Value safe = b.convert(b.select(positive, sb, splat_like(b, 1, sb)), us.dtype());
+  Value u = b.select(positive, b.div(us, safe), splat_like(b, 0, us));
   Values qr = geqrf_packed(b, u);
   Value q = householder_q(b, qr[0], qr[1], cols);
-  Value d = diagonal(b, qr[0]);
+  Value d = re(b, diagonal(b, qr[0]));  // real: geqrf's beta
   Value sign = b.select(b.compare(Compare::kLT, d, splat_like(b, 0, d)), splat_like(b, -1, d), splat_like(b, 1, d));
   int64_t k = d.dim(1);
   if (cols > k) sign = b.pad(sign, b.constant(sign.dtype(), 1), {0, 0}, {0, cols - k});
   if (cols < k) sign = b.slice(sign, {0, 0}, {sign.dim(0), cols});
-  return b.mul(q, b.broadcast_in_dim(sign, q.shape(), {0, 2}));
+  return b.mul(q, b.convert(b.broadcast_in_dim(sign, q.shape(), {0, 2}), q.dtype()));
 }
 
 // SVD of [B, m, n] with m >= n: {U [B, m, ucols], S [B, n], V [B, n, n]}.
 Values svd_tall(Builder& b, Value a, int64_t ucols, bool compute_uv) {
   Values xv = jacobi_svd(b, a);
-  Value s = b.sqrt(reduce_sum(b, b.mul(xv[0], xv[0]), {1}));
+  Value s = b.sqrt(reduce_sum(b, abs2(b, xv[0]), {1}));
   Values sorted = sort_with_columns(b, s, {xv[0], xv[1]}, false);
   if (!compute_uv) return {Value(), sorted[0], Value()};
   return {complete_u(b, sorted[1], sorted[0], ucols), sorted[0], sorted[2]};
@@ -224,7 +269,7 @@ Values svd_tall(Builder& b, Value a, int64_t ucols, bool compute_uv) {
 
 Values svd(Context& c, const Args& a) {
   Value x = a[0].tensor;
-  require_real(c, x);
+  require_floating(c, x);
   bool full = a[1].b, uv = a[2].b;
   auto batch = batch_dims(x);
   int64_t m = x.dim(x.rank() - 2), n = x.dim(x.rank() - 1), k = std::min(m, n), B = product(batch);
@@ -238,14 +283,14 @@ Values svd(Context& c, const Args& a) {
   }
   bool wide = m < n;
   Value a3 = c.b.reshape(x, {B, m, n});
-  if (wide) a3 = transpose_last(c.b, a3);
+  if (wide) a3 = adjoint_last(c.b, a3);
   int64_t rows = wide ? n : m;
   Values r = svd_tall(c.b, a3, full ? rows : k, uv);
   Value s = c.b.reshape(r[1], c.out(1).shape);
   if (!uv) return {c.b.zeros(c.out(0)), s, c.b.zeros(c.out(2))};
-  // A = U S Vᵀ; for a wide A, Aᵀ = U' S V'ᵀ gives U = V', Vᵀ = U'ᵀ.
+  // A = U S Vᴴ; for a wide A, Aᴴ = U' S V'ᴴ gives U = V', Vᴴ = U'ᴴ.
   Value u = wide ? r[2] : r[0];
-  Value vh = transpose_last(c.b, wide ? r[0] : r[2]);
+  Value vh = adjoint_last(c.b, wide ? r[0] : r[2]);
   return {c.b.reshape(u, c.out(0).shape), s, c.b.reshape(vh, c.out(2).shape)};
 }
 

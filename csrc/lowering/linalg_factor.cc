@@ -10,6 +10,7 @@ namespace torch_tpu::lowering {
 namespace {
 
 using namespace linalg;
+using hlo::Transpose;
 
 
 
@@ -39,12 +40,16 @@ Value swap_rows(Builder& b, Value x, Value j, Value p) {
   return b.select(mj, at_p, b.select(mp, at_j, x));
 }
 
-// The first row >= j of largest |col| (LAPACK's idamax), j if none compares.
+// The first row >= j of largest |col| (LAPACK's i?amax: |re| + |im| for
+// complex), j if none compares.
 Value pivot_row(Builder& b, Value col, Value j) {
   int64_t m = col.dim(1);
   Value row = b.iota(TensorType{kI32, col.shape()}, 1);
   Value below = b.compare(Compare::kGE, row, b.broadcast_to(j, row.shape()));
-  Value mag = b.select(below, b.abs(col), splat_like(b, -1, col));
+  Value size = hlo::is_complex(col.dtype())
+                   ? b.add(b.abs(real_part(b, col)), b.abs(imag_part(b, col)))
+                   : b.abs(col);
+  Value mag = b.select(below, size, splat_like(b, -1, size));
   Value top = rows_of(b, reduce_max(b, mag, {1}), m);
   Value none = splat_like(b, static_cast<double>(m), row);
   Value p = reduce_min(b, b.select(b.compare(Compare::kEQ, mag, top), row, none), {1});
@@ -174,21 +179,21 @@ Values unpack_lu(Builder& b, Value lu) {
   return {b.add(strict, eye(b, lu.dtype(), batch_dims(lu), m, k)), triangle(b, u, false)};
 }
 
-// A X = rhs (or Aᵀ X = rhs) from the packed LU and 0-based perm, all
+// A X = rhs (or Aᴴ X = rhs) from the packed LU and 0-based perm, all
 // batch-broadcast alike.
 Value lu_solve_left(Builder& b, Value lu, Value perm, Value rhs, bool adjoint) {
   Value l = triangle(b, lu, true), u = triangle(b, lu, false);
   if (!adjoint) {
-    Value y = b.triangular_solve(l, take_rows(b, rhs, perm), true, true, true, false);
-    return b.triangular_solve(u, y, true, false, false, false);
+    Value y = b.triangular_solve(l, take_rows(b, rhs, perm), true, true, true, Transpose::kNone);
+    return b.triangular_solve(u, y, true, false, false, Transpose::kNone);
   }
-  Value y = b.triangular_solve(u, rhs, true, false, false, true);
-  Value z = b.triangular_solve(l, y, true, true, true, true);
+  Value y = b.triangular_solve(u, rhs, true, false, false, Transpose::kAdjoint);
+  Value z = b.triangular_solve(l, y, true, true, true, Transpose::kAdjoint);
   return take_rows(b, z, inverse_perm(b, perm));
 }
 
 // Solves with `left`/`adjoint` as linalg_lu_solve means them; rhs [.., n, p]
-// already has the result's batch shape.
+// already has the result's batch shape. X op(A) = B is op(A)ᴴ Xᴴ = Bᴴ.
 Value lu_solve(Builder& b, Value lu, Value perm, Value rhs, bool left, bool adjoint) {
   const auto& shape = rhs.shape();
   if (product(shape) == 0) return rhs;
@@ -197,25 +202,28 @@ Value lu_solve(Builder& b, Value lu, Value perm, Value rhs, bool left, bool adjo
   Value lub = batch_to(b, lu, shape);
   Value pb = b.broadcast_to(perm, pshape);
   if (left) return lu_solve_left(b, lub, pb, rhs, adjoint);
-  return transpose_last(b, lu_solve_left(b, lub, pb, transpose_last(b, rhs), !adjoint));
+  return adjoint_last(b, lu_solve_left(b, lub, pb, adjoint_last(b, rhs), !adjoint));
 }
 
-// PyTorch factors Aᵀ rather than A for det and slogdet when A is contiguous
-// (saving a copy into column-major order), and their backward formulas read
-// the LU output that way (solve factors A itself). Tensors arrive here without strides,
-// so the contiguous case, by far the common one, is assumed.
-LuState factor_of(Builder& b, Value a) { return lu_factor(b, transpose_last(b, a)); }
+// PyTorch factors Aᵀ rather than A for real det and slogdet when A is
+// contiguous (saving a copy into column-major order), and their backward
+// formulas read the LU output that way (solve, and complex A, factor A
+// itself). Tensors arrive here without strides, so the contiguous case, by
+// far the common one, is assumed.
+LuState factor_of(Builder& b, Value a) {
+  return lu_factor(b, hlo::is_complex(a.dtype()) ? a : transpose_last(b, a));
+}
 
 // ---- lowerings -----------------------------------------------------------------
 
 Values lu_factor_ex(Context& c, const Args& a) {
-  require_real(c, a[0].tensor);
+  require_floating(c, a[0].tensor);
   LuState s = lu_factor(c.b, a[0].tensor, a[1].b);
   return {s.a, one_based(c.b, s.piv), s.info};
 }
 
 Values linalg_lu(Context& c, const Args& a) {
-  require_real(c, a[0].tensor);
+  require_floating(c, a[0].tensor);
   LuState s = lu_factor(c.b, a[0].tensor, a[1].b);
   Values lu = unpack_lu(c.b, s.a);
   Value p = a[1].b ? perm_matrix(c.b, s.perm, c.out(0).dtype) : c.b.zeros(c.out(0));
@@ -224,7 +232,7 @@ Values linalg_lu(Context& c, const Args& a) {
 
 Values lu_unpack(Context& c, const Args& a) {
   Value lu = a[0].tensor;
-  require_real(c, lu);
+  require_floating(c, lu);
   Values out{c.b.zeros(c.out(0)), c.b.zeros(c.out(1)), c.b.zeros(c.out(2))};
   if (a[2].b) {
     Values lu_parts = unpack_lu(c.b, lu);
@@ -240,7 +248,7 @@ Values lu_unpack(Context& c, const Args& a) {
 
 Values linalg_lu_solve(Context& c, const Args& a) {
   Value lu = a[0].tensor;
-  require_real(c, lu);
+  require_floating(c, lu);
   Value perm = perm_of_pivots(c.b, a[1].tensor, lu.dim(lu.rank() - 1));
   Value rhs = batch_to(c.b, a[2].tensor, c.out().shape);
   return {lu_solve(c.b, lu, perm, rhs, a[3].b, a[4].b)};
@@ -248,7 +256,7 @@ Values linalg_lu_solve(Context& c, const Args& a) {
 
 Values inv_ex(Context& c, const Args& a) {
   Value x = a[0].tensor;
-  require_real(c, x);
+  require_floating(c, x);
   LuState s = lu_factor(c.b, x);
   Value id = eye(c.b, x.dtype(), batch_dims(x), x.dim(x.rank() - 1), x.dim(x.rank() - 1));
   return {lu_solve(c.b, s.a, s.perm, id, true, false), s.info};
@@ -257,7 +265,7 @@ Values inv_ex(Context& c, const Args& a) {
 // _linalg_solve_ex(A, B, left, check_errors) → (X, LU, pivots, info).
 Values solve_ex(Context& c, const Args& a) {
   Value x = a[0].tensor, rhs = a[1].tensor;
-  require_real(c, x);
+  require_floating(c, x);
   LuState s = lu_factor(c.b, x);
   bool vector = rhs.rank() == 1 ||
                 (rhs.rank() == x.rank() - 1 && rhs.shape() == batch_dims(x, 1));
@@ -280,7 +288,7 @@ Value perm_sign(Builder& b, Value piv, ElementType dtype) {
 
 Values det(Context& c, const Args& a) {
   Value x = a[0].tensor;
-  require_real(c, x);
+  require_floating(c, x);
   LuState s = factor_of(c.b, x);
   Value d = diagonal(c.b, s.a);
   Value v = c.b.mul(reduce_prod(c.b, d, {d.rank() - 1}), perm_sign(c.b, s.piv, x.dtype()));
@@ -289,11 +297,11 @@ Values det(Context& c, const Args& a) {
 
 Values slogdet(Context& c, const Args& a) {
   Value x = a[0].tensor;
-  require_real(c, x);
+  require_floating(c, x);
   LuState s = factor_of(c.b, x);
   Value d = diagonal(c.b, s.a);
   int64_t last = d.rank() - 1;
-  Value sign = c.b.unary("stablehlo.sign", d);
+  Value sign = c.b.unary("stablehlo.sign", d);  // d / |d| for complex
   sign = c.b.mul(reduce_prod(c.b, sign, {last}), perm_sign(c.b, s.piv, x.dtype()));
   Value logabs = reduce_sum(c.b, c.b.log(c.b.abs(d)), {last});
   return {sign, logabs, s.a, one_based(c.b, s.piv)};

@@ -16,7 +16,7 @@ using namespace linalg;
 
 Values geqrf(Context& c, const Args& a) {
   Value x = a[0].tensor;
-  require_real(c, x);
+  require_floating(c, x);
   Values qr = geqrf_packed(c.b, flat3(c.b, x));
   return {c.b.reshape(qr[0], c.out(0).shape), c.b.reshape(qr[1], c.out(1).shape)};
 }
@@ -35,26 +35,26 @@ struct Solved {
   Value diag;   // [B, min(m, n)]: R's diagonal (the rank estimate)
 };
 
-// A [B, m, n] with m >= n: x = R⁻¹ (Qᵀb)[:n]; residuals from (Qᵀb)[n:].
+// A [B, m, n] with m >= n: x = R⁻¹ (Qᴴb)[:n]; residuals from (Qᴴb)[n:].
 Solved solve_tall(Builder& b, Value a, Value rhs) {
   int64_t m = a.dim(1), n = a.dim(2);
   Values qr = geqrf_packed(b, a);
   Value q = householder_q(b, qr[0], qr[1], m);
-  Value qtb = matmul(b, transpose_last(b, q), rhs);
+  Value qtb = matmul(b, adjoint_last(b, q), rhs);
   Value r = square(b, qr[0], n);
-  Value x = b.triangular_solve(r, rows(b, qtb, 0, n), true, /*lower=*/false, false, false);
+  Value x = b.triangular_solve(r, rows(b, qtb, 0, n), true, /*lower=*/false, false, hlo::Transpose::kNone);
   Value tail = rows(b, qtb, n, m);
-  return {x, reduce_sum(b, b.mul(tail, tail), {1}), diagonal(b, r)};
+  return {x, reduce_sum(b, abs2(b, tail), {1}), diagonal(b, r)};
 }
 
-// A [B, m, n] with m < n: Aᵀ = QR, so A = RᵀQᵀ and the minimum-norm solution
-// is x = Q R⁻ᵀ b.
+// A [B, m, n] with m < n: Aᴴ = QR, so A = RᴴQᴴ and the minimum-norm solution
+// is x = Q R⁻ᴴ b.
 Solved solve_wide(Builder& b, Value a, Value rhs) {
   int64_t m = a.dim(1);
-  Values qr = geqrf_packed(b, transpose_last(b, a));
+  Values qr = geqrf_packed(b, adjoint_last(b, a));
   Value q = householder_q(b, qr[0], qr[1], m);
   Value r = square(b, qr[0], m);
-  Value y = b.triangular_solve(r, rhs, true, /*lower=*/false, false, /*transpose_a=*/true);
+  Value y = b.triangular_solve(r, rhs, true, /*lower=*/false, false, hlo::Transpose::kAdjoint);
   return {matmul(b, q, y), Value(), diagonal(b, r)};
 }
 
@@ -107,8 +107,8 @@ Value as_batch(Builder& b, Value x, const std::vector<int64_t>& batch, int64_t r
 }
 
 double default_rcond(ElementType t, const LstsqShape& s) {
-  double eps = t == ElementType::kF64 ? std::numeric_limits<double>::epsilon()
-                                      : std::numeric_limits<float>::epsilon();
+  bool f64 = t == ElementType::kF64 || t == ElementType::kC128;
+  double eps = f64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
   return eps * static_cast<double>(std::max(s.m, s.n));
 }
 
@@ -116,7 +116,7 @@ double default_rcond(ElementType t, const LstsqShape& s) {
 Value own_diag(Builder& b, Value am, const LstsqShape& s, const Solved& r) {
   if (batch_dims(am) == s.batch) return r.diag;
   Value af = flat3(b, am);
-  return diagonal(b, geqrf_packed(b, s.m >= s.n ? af : transpose_last(b, af))[0]);
+  return diagonal(b, geqrf_packed(b, s.m >= s.n ? af : adjoint_last(b, af))[0]);
 }
 
 // The rank output: from singular values (gelsd, gelss) or R's diagonal (gelsy).
@@ -134,7 +134,7 @@ Values lstsq_empty(Context& c, Value rhs, const LstsqShape& s, const std::string
   Value res = c.b.zeros(c.out(1));
   if (c.out(1).numel() > 0 && driver != "gels") {
     Value bb = c.b.broadcast_to(rhs, [&] { auto v = s.batch; v.push_back(s.m); v.push_back(s.k); return v; }());
-    res = c.b.reshape(reduce_sum(c.b, c.b.mul(bb, bb), {static_cast<int64_t>(s.batch.size())}), c.out(1).shape);
+    res = c.b.reshape(reduce_sum(c.b, abs2(c.b, bb), {static_cast<int64_t>(s.batch.size())}), c.out(1).shape);
   }
   return {c.b.zeros(c.out(0)), res, c.b.zeros(c.out(2)), c.b.zeros(c.out(3))};
 }
@@ -142,7 +142,7 @@ Values lstsq_empty(Context& c, Value rhs, const LstsqShape& s, const std::string
 // linalg_lstsq(A, b, rcond, driver) → (solution, residuals, rank, singular_values).
 Values lstsq(Context& c, const Args& a) {
   Value am = a[0].tensor, rhs = a[1].tensor;
-  require_real(c, am);
+  require_floating(c, am);
   LstsqShape s = lstsq_shape(c, am, rhs);
   std::string driver = a[3].none() ? "gelsy" : a[3].s;
   double rcond = a[2].none() || a[2].d < 0 ? default_rcond(am.dtype(), s) : a[2].d;

@@ -19,6 +19,9 @@ namespace {
 
 using namespace linalg;
 
+// The real type of a real or complex matrix (its norm's and scale's type).
+ElementType real_type(ElementType t) { return hlo::is_complex(t) ? part_type(t) : t; }
+
 // The coefficients as CPU's kernel holds them: in the compute type, so an f32
 // program reads each value rounded to float (derived ones from rounded parts).
 struct Rounding {
@@ -57,7 +60,7 @@ Value product(Builder& b, Value x, Value y) {
 class Taylor {
  public:
   Taylor(Builder& b, Value a)
-      : b_(b), r_{a.dtype() == ElementType::kF32}, a_(a),
+      : b_(b), r_{real_type(a.dtype()) == ElementType::kF32}, a_(a),
         id_(eye(b, a.dtype(), {a.dim(0)}, a.dim(1), a.dim(1))) {}
 
   Value t1() { return b_.add(id_, a_); }
@@ -178,7 +181,7 @@ Value log2_ceil(Builder& b, Value r) {
 // CPU's compute_T18_scale_square: a [B, n, n] scaled by 2^-s, the degree-18
 // approximation, squared s times, s per matrix.
 Value t18_scaled(Builder& b, Value a, Value norm) {
-  ElementType t = a.dtype();
+  ElementType t = real_type(a.dtype());
   Value s = log2_ceil(b, b.div(norm, splat_like(b, thetas(t)[5], norm)));
   Value finite = b.is_finite(s);
   ElementType it = t == ElementType::kF32 ? kI32 : ElementType::kI64;
@@ -189,7 +192,7 @@ Value t18_scaled(Builder& b, Value a, Value norm) {
   Value scale = b.mul(pow2(b, b.neg(half), t), pow2(b, b.neg(b.sub(si, half)), t));
   // s = inf scales by 0, s = NaN by NaN, as CPU's pow(2, -s) does.
   scale = b.select(finite, scale, b.select(is_nan(b, s), s, splat_like(b, 0, s)));
-  Value p = Taylor(b, b.mul(a, b.broadcast_in_dim(scale, a.shape(), {0}))).t18();
+  Value p = Taylor(b, b.mul(a, b.convert(b.broadcast_in_dim(scale, a.shape(), {0}), a.dtype()))).t18();
   // CPU squares matrices grouped by ascending s, each group continuing from
   // the last; a non-finite s sorts last and converts to a negative count, so
   // that matrix is squared as often as the largest finite s.
@@ -214,7 +217,7 @@ Value matrix_exp_flat(Builder& b, Value a) {
   if (a.dim(0) > 1) return t18_scaled(b, a, norm);
   // One matrix: the degree whose norm interval holds ‖a‖₁; a NaN norm matches
   // none and leaves CPU's NaN fill.
-  auto th = thetas(a.dtype());
+  auto th = thetas(real_type(a.dtype()));
   Taylor taylor(b, a);
   auto pick = [&](Compare dir, double bound, Value then, Value otherwise) {
     Value hit = b.compare(dir, norm, splat_like(b, bound, norm));
@@ -230,11 +233,12 @@ Value matrix_exp_flat(Builder& b, Value a) {
 
 Values matrix_exp(Context& c, const Args& a) {
   Value x = a[0].tensor;
-  require_real(c, x);
+  require_floating(c, x);
   int64_t r = x.rank(), n = x.dim(r - 1), B = 1;
   for (int64_t d = 0; d < r - 2; ++d) B *= x.dim(d);
   if (B * n == 0) return {x};
-  ElementType compute = x.dtype() == ElementType::kF64 ? ElementType::kF64 : ElementType::kF32;
+  ElementType compute = hlo::is_complex(x.dtype()) || x.dtype() == ElementType::kF64
+                            ? x.dtype() : ElementType::kF32;
   Value xc = c.b.convert(x, compute);
   Value e = n == 1 ? c.b.exp(xc) : matrix_exp_flat(c.b, c.b.reshape(xc, {B, n, n}));
   return {c.b.convert(c.b.reshape(e, x.shape()), x.dtype())};

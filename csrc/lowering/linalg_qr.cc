@@ -1,7 +1,8 @@
 // Householder QR as a loop over columns (StableHLO has no QR op): geqrf in
 // LAPACK's packed form (R on and above the diagonal, the reflectors' tails
 // below it, tau), and the products of those reflectors: householder_product,
-// ormqr, linalg_qr. Matrix-vector products are elementwise multiplies and
+// ormqr, linalg_qr. Real and complex: a reflector is H = I - tau v vᴴ, and
+// geqrf leaves R's diagonal real, as LAPACK's ?larfg does. Matrix-vector products are elementwise multiplies and
 // sums, so the results are full f32/f64 whatever the matmul precision mode.
 #include "linalg_common.h"
 
@@ -24,11 +25,11 @@ Value entry(Builder& b, Value v, Value j) {
 
 Value per_row(Builder& b, Value v, int64_t m) { return b.broadcast_in_dim(v, {v.dim(0), m}, {0}); }
 
-// c - tau v (vᵀ c) for v [B, m], tau [B], c [B, m, p].
+// c - tau v (vᴴ c) for v [B, m], tau [B], c [B, m, p].
 Value reflect(Builder& b, Value v, Value tau, Value c) {
   const auto& s = c.shape();
   Value vb = b.broadcast_in_dim(v, s, {0, 1});
-  Value w = reduce_sum(b, b.mul(vb, c), {1});
+  Value w = reduce_sum(b, b.mul(conj(b, vb), c), {1});
   Value tw = b.mul(w, b.broadcast_in_dim(tau, w.shape(), {0}));
   return b.sub(c, b.mul(vb, b.broadcast_in_dim(tw, s, {0, 2})));
 }
@@ -41,7 +42,8 @@ Value reflector(Builder& b, Value col, Value j) {
 }
 
 // H_j of packed reflectors v [B, m, >=k] and tau [B, k] applied to c [B, m, p]
-// for j = k-1 .. 0 (descending: H_0 ⋯ H_{k-1} c = Q c) or 0 .. k-1 (Qᵀ c).
+// for j = k-1 .. 0 (descending: H_0 ⋯ H_{k-1} c = Q c) or, as H_jᴴ (conj(tau)),
+// 0 .. k-1 (Qᴴ c).
 Value apply_reflectors(Builder& b, Value v, Value tau, Value c, bool descending) {
   int64_t k = tau.dim(1);
   if (k * c.dim(0) * c.dim(1) * c.dim(2) == 0) return c;
@@ -50,30 +52,40 @@ Value apply_reflectors(Builder& b, Value v, Value tau, Value c, bool descending)
       [k](Builder& w, const Values& s) { return Values{w.compare(Compare::kLT, s[0], i32(w, k))}; },
       [k, descending](Builder& w, const Values& s) {
         Value j = descending ? w.sub(i32(w, k - 1), s[0]) : s[0];
-        Value vj = reflector(w, column(w, s[1], j), j);
-        return Values{w.add(s[0], i32(w, 1)), s[1], s[2], reflect(w, vj, entry(w, s[2], j), s[3])};
+        Value vj = reflector(w, column(w, s[1], j), j), tau = entry(w, s[2], j);
+        if (!descending) tau = conj(w, tau);
+        return Values{w.add(s[0], i32(w, 1)), s[1], s[2], reflect(w, vj, tau, s[3])};
       });
   return out[3];
 }
 
-// One geqrf step (LAPACK's dlarfg + dlarf) at column j of a [B, m, n].
+// One geqrf step (LAPACK's ?larfg + ?larf) at column j of a [B, m, n]: beta
+// is real, -sign(Re alpha) ‖(alpha, tail)‖, and Hᴴ is applied to the rest.
 Values geqrf_step(Builder& b, Value j, Value a, Value taus) {
   int64_t B = a.dim(0), m = a.dim(1), n = a.dim(2);
   Value col = column(b, a, j);
   Value row = b.iota(TensorType{kI32, {B, m}}, 1), jb = b.broadcast_to(j, row.shape());
   Value below = b.compare(Compare::kGT, row, jb);
   Value alpha = entry(b, col, j);
-  Value tail = reduce_sum(b, b.select(below, b.mul(col, col), splat_like(b, 0, col)), {1});
+  Value sq = abs2(b, col);
+  Value tail = reduce_sum(b, b.select(below, sq, splat_like(b, 0, sq)), {1});
   Value skip = b.compare(Compare::kEQ, tail, splat_like(b, 0, tail));
-  Value norm = b.sqrt(b.add(b.mul(alpha, alpha), tail));
-  Value neg = b.compare(Compare::kGE, alpha, splat_like(b, 0, alpha));
-  Value beta = b.select(skip, alpha, b.select(neg, b.neg(norm), norm));
+  Value re = alpha;
+  if (hlo::is_complex(alpha.dtype())) {
+    re = real_part(b, alpha);
+    Value im = imag_part(b, alpha);
+    skip = b.and_(skip, b.compare(Compare::kEQ, im, splat_like(b, 0, im)));
+  }
+  Value norm = b.sqrt(b.add(abs2(b, alpha), tail));
+  Value neg = b.compare(Compare::kGE, re, splat_like(b, 0, re));
+  Value beta = b.convert(b.select(neg, b.neg(norm), norm), alpha.dtype());
+  beta = b.select(skip, alpha, beta);
   Value tau = b.select(skip, splat_like(b, 0, alpha), b.div(b.sub(beta, alpha), beta));
   Value denom = b.select(skip, splat_like(b, 1, alpha), b.sub(alpha, beta));
   Value v = reflector(b, b.div(col, per_row(b, denom, m)), j);
   TensorType idx{kI32, {B, m, n}};
   Value cidx = b.iota(idx, 2), jc = b.broadcast_to(j, idx.shape);
-  Value rest = reflect(b, v, tau, a);
+  Value rest = reflect(b, v, conj(b, tau), a);
   Value packed = b.broadcast_in_dim(b.select(below, v, per_row(b, beta, m)), idx.shape, {0, 1});
   Value on_col = b.and_(b.compare(Compare::kEQ, cidx, jc), b.compare(Compare::kGE, b.iota(idx, 1), jc));
   a = b.select(b.compare(Compare::kGT, cidx, jc), rest, b.select(on_col, packed, a));
@@ -109,33 +121,34 @@ Value q_of(Builder& b, Value packed, Value tau, int64_t cols) {
 
 Values householder_product(Context& c, const Args& a) {
   Value v = a[0].tensor;
-  require_real(c, v);
+  require_floating(c, v);
   Value tau = c.b.reshape(a[1].tensor, {product(batch_dims(v)), a[1].tensor.dim(a[1].tensor.rank() - 1)});
   Value q = q_of(c.b, flat3(c.b, v), tau, v.dim(v.rank() - 1));
   return {c.b.reshape(q, c.out().shape)};
 }
 
-// ormqr(A, tau, C, left, transpose): op(Q) C or C op(Q).
+// ormqr(A, tau, C, left, transpose): op(Q) C or C op(Q), op(Q) = Qᴴ when
+// `transpose` (Qᵀ for real).
 Values ormqr(Context& c, const Args& a) {
   Value v = a[0].tensor, cm = a[2].tensor;
-  require_real(c, v);
+  require_floating(c, v);
   bool left = a[3].b, trans = a[4].b;
   auto batch = batch_dims(cm);
   Value vf = flat3(c.b, batch_to(c.b, v, cm.shape()));
   auto tshape = batch;
   tshape.push_back(a[1].tensor.dim(a[1].tensor.rank() - 1));
   Value tau = c.b.reshape(c.b.broadcast_to(a[1].tensor, tshape), {product(batch), tshape.back()});
-  Value x = flat3(c.b, left ? cm : transpose_last(c.b, cm));
-  // C Q = (Qᵀ Cᵀ)ᵀ: a right product is a left one with the transpose flipped.
+  Value x = flat3(c.b, left ? cm : adjoint_last(c.b, cm));
+  // C Q = (Qᴴ Cᴴ)ᴴ: a right product is a left one with the transpose flipped.
   bool descending = left ? !trans : trans;
   Value y = apply_reflectors(c.b, vf, tau, x, descending);
-  if (!left) y = transpose_last(c.b, y);
+  if (!left) y = adjoint_last(c.b, y);
   return {c.b.reshape(y, c.out().shape)};
 }
 
 Values linalg_qr(Context& c, const Args& a) {
   Value x = a[0].tensor;
-  require_real(c, x);
+  require_floating(c, x);
   const std::string& mode = a[1].s;
   auto batch = batch_dims(x);
   int64_t m = x.dim(x.rank() - 2), n = x.dim(x.rank() - 1), k = std::min(m, n);
