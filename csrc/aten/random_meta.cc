@@ -1,6 +1,6 @@
-// A meta (shape-only) kernel for _sample_dirichlet, which PyTorch gives none
-// (the lowered kernel's meta step, meta.cc, needs its output type: the
-// concentrations').
+// Meta (shape-only) kernels for _sample_dirichlet and _standard_gamma_grad,
+// which PyTorch gives none (the lowered kernel's meta step, meta.cc, needs
+// their output type: the concentrations').
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <torch/library.h>
@@ -18,12 +18,25 @@ at::Tensor sample_dirichlet_meta(const at::Tensor& self, std::optional<at::Gener
   return at::detail::empty_meta(self.sizes().vec(), self.scalar_type());
 }
 
+// _standard_gamma_grad(alpha, sample): alpha's shape and dtype.
+at::Tensor standard_gamma_grad_meta(const at::Tensor& self, const at::Tensor& output) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) && self.scalar_type() == output.scalar_type(),
+              "_standard_gamma_grad: expected concentrations and samples of one floating point "
+              "dtype, got ", self.scalar_type(), " and ", output.scalar_type());
+  TORCH_CHECK(at::is_expandable_to(output.sizes(), self.sizes()),
+              "_standard_gamma_grad: samples of shape ", output.sizes(),
+              " do not broadcast to the concentrations' shape ", self.sizes());
+  return at::detail::empty_meta(self.sizes().vec(), self.scalar_type());
+}
+
 }  // namespace
 
 // Private to the tpu kernels (meta.h), registered with the library.
 const bool registered = [] {
   add_private_meta("aten::_sample_dirichlet",
                    c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(sample_dirichlet_meta)));
+  add_private_meta("aten::_standard_gamma_grad",
+                   c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(standard_gamma_grad_meta)));
   return true;
 }();
 
