@@ -1,4 +1,5 @@
-// Meta (shape-only) kernels for _sample_dirichlet and _standard_gamma_grad,
+// Meta (shape-only) kernels for _sample_dirichlet, _standard_gamma_grad and
+// _dirichlet_grad,
 // which PyTorch gives none (the lowered kernel's meta step, meta.cc, needs
 // their output type: the concentrations').
 #include <ATen/ATen.h>
@@ -29,6 +30,18 @@ at::Tensor standard_gamma_grad_meta(const at::Tensor& self, const at::Tensor& ou
   return at::detail::empty_meta(self.sizes().vec(), self.scalar_type());
 }
 
+// _dirichlet_grad(x, alpha, total): x's shape and dtype.
+at::Tensor dirichlet_grad_meta(const at::Tensor& x, const at::Tensor& alpha, const at::Tensor& total) {
+  for (const at::Tensor* t : {&alpha, &total}) {
+    TORCH_CHECK(at::isFloatingType(x.scalar_type()) && t->scalar_type() == x.scalar_type(),
+                "_dirichlet_grad: expected x, alpha and total of one floating point dtype, got ",
+                x.scalar_type(), ", ", alpha.scalar_type(), " and ", total.scalar_type());
+    TORCH_CHECK(at::is_expandable_to(t->sizes(), x.sizes()), "_dirichlet_grad: shape ", t->sizes(),
+                " does not broadcast to x's shape ", x.sizes());
+  }
+  return at::detail::empty_meta(x.sizes().vec(), x.scalar_type());
+}
+
 }  // namespace
 
 // Private to the tpu kernels (meta.h), registered with the library.
@@ -37,6 +50,8 @@ const bool registered = [] {
                    c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(sample_dirichlet_meta)));
   add_private_meta("aten::_standard_gamma_grad",
                    c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(standard_gamma_grad_meta)));
+  add_private_meta("aten::_dirichlet_grad",
+                   c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(dirichlet_grad_meta)));
   return true;
 }();
 
