@@ -1,7 +1,9 @@
 // CPU's argument checks that PyTorch's meta functions leave to the CPU
 // kernels: memory overlap between what an op writes and what it reads,
 // dtypes a kernel is not built for, Python numbers out of a dtype's range,
-// integer powers and divisions a CPU kernel refuses. A rule only detects the
+// integer powers and divisions a CPU kernel refuses, shapes and bounds
+// (index_add's source, bucketize's boundaries, histogramdd's bins,
+// as_strided_scatter's view). A rule only detects the
 // mistake; run_lowered then asks the CPU for its own words (raise_as_cpu),
 // and the rule's message stands where the CPU cannot be asked.
 #include "checks.h"
@@ -79,7 +81,7 @@ void overlap_fill(const c10::FunctionSchema& schema, Args args, const OpMeta&, M
 const std::set<std::string>& disjoint_ops() {
   static const std::set<std::string> s{"index_add", "index_copy", "scatter", "scatter_add",
                                        "scatter_reduce", "cat", "gather", "index_select",
-                                       "take", "put", "index_reduce"};
+                                       "take", "put", "index_reduce", "kthvalue"};
   return s;
 }
 const std::set<std::string>& fill_ops() {
@@ -147,9 +149,109 @@ void index_dtypes(const c10::FunctionSchema& s, Args args, const OpMeta&, Mutate
               ") and source (", *source, ") must have the same scalar type");
 }
 
+// The argument named `name` (an undefined IValue when absent).
+const c10::IValue& named(const c10::FunctionSchema& s, Args args, const char* name) {
+  static const c10::IValue none;
+  for (size_t i = 0; i < args.size() && i < s.arguments().size(); ++i)
+    if (s.arguments()[i].name() == name) return args[i];
+  return none;
+}
+
+// index_add: source shaped as self but along `dim` (PyTorch's meta function
+// leaves this to the kernel).
+void index_source_shape(const c10::FunctionSchema& s, Args args, const OpMeta&, Mutated) {
+  const c10::IValue& self = named(s, args, "self");
+  const c10::IValue& source = named(s, args, "source");
+  const c10::IValue& dim = named(s, args, "dim");
+  if (!self.isTensor() || !source.isTensor() || !dim.isInt()) return;
+  std::vector<int64_t> a = self.toTensor().sizes().vec(), b = source.toTensor().sizes().vec();
+  int64_t d = at::maybe_wrap_dim(dim.toInt(), std::max<int64_t>(self.toTensor().dim(), 1));
+  if (!a.empty()) a.erase(a.begin() + d);
+  if (!b.empty() && d < static_cast<int64_t>(b.size())) b.erase(b.begin() + d);
+  TORCH_CHECK(a == b, "source tensor shape must match self tensor shape, excluding the specified "
+              "dimension. Got self.shape = ", self.toTensor().sizes(), " source.shape = ",
+              source.toTensor().sizes());
+}
+
 void target_dtype(const c10::FunctionSchema& s, Args args, const OpMeta&, Mutated) {
   c10::ScalarType t = arg_dtype(args, 1);
   TORCH_CHECK(t == at::kLong || t == at::kByte, "expected target dtype to be Long or Byte, but got ", t);
+}
+
+// masked_scatter takes a bool mask only (masked_fill still takes uint8).
+void bool_mask(const c10::FunctionSchema& s, Args args, const OpMeta&, Mutated) {
+  const c10::IValue& mask = named(s, args, "mask");
+  if (mask.isTensor())
+    TORCH_CHECK(mask.toTensor().scalar_type() == at::kBool, "masked_scatter_ only supports boolean ",
+                "masks, but got mask with dtype ", mask.toTensor().scalar_type());
+}
+
+// complex(real, imag): both parts of one dtype (no promotion), and an out=
+// tensor of the matching complex dtype.
+void complex_parts(const c10::FunctionSchema&, Args args, const OpMeta&, Mutated mutated) {
+  c10::ScalarType re = arg_dtype(args, 0), im = arg_dtype(args, 1);
+  TORCH_CHECK(re == im, "Expected object of scalar type ", re, " but got scalar type ", im,
+              " for second argument");
+  for (const at::Tensor& out : mutated)
+    TORCH_CHECK(!c10::isFloatingType(re) || out.scalar_type() == c10::toComplexType(re),
+                "Expected object of scalar type ", c10::toComplexType(re), " but got scalar type ",
+                out.scalar_type(), " for argument 'out'");
+}
+
+// aminmax's out= tensors have the input's dtype exactly.
+void outputs_keep_dtype(const c10::FunctionSchema&, Args args, const OpMeta&, Mutated mutated) {
+  c10::ScalarType t = arg_dtype(args, 0);
+  for (const at::Tensor& out : mutated)
+    TORCH_CHECK(out.scalar_type() == t, "Expected out tensor to have dtype ", t, ", but got ",
+                out.scalar_type(), " instead");
+}
+
+// multinomial: floating-point probabilities, a Long out= tensor (their values
+// are checked on the device, lowering/random.cc).
+void multinomial_dtypes(const c10::FunctionSchema&, Args args, const OpMeta&, Mutated mutated) {
+  c10::ScalarType t = arg_dtype(args, 0);
+  TORCH_CHECK(c10::isFloatingType(t), "multinomial only supports floating-point dtypes for input, got: ", t);
+  for (const at::Tensor& out : mutated)
+    TORCH_CHECK(out.scalar_type() == at::kLong, "multinomial expects Long tensor out, got: ",
+                out.scalar_type());
+}
+
+// bucketize(Tensor, boundaries): a 1-D boundaries tensor.
+void vector_boundaries(const c10::FunctionSchema& s, Args args, const OpMeta&, Mutated) {
+  const c10::IValue& b = named(s, args, "boundaries");
+  if (b.isTensor())
+    TORCH_CHECK(b.toTensor().dim() == 1, "boundaries tensor must be 1 dimension, but got dim(",
+                b.toTensor().dim(), ")");
+}
+
+// histogramdd: one bin count (or edge tensor) per innermost input dimension.
+void histogramdd_bins(const c10::FunctionSchema& s, Args args, const OpMeta&, Mutated) {
+  const c10::IValue& bins = named(s, args, "bins");
+  int64_t n = bins.isIntList() ? static_cast<int64_t>(bins.toIntList().size())
+              : bins.isTensorList() ? static_cast<int64_t>(bins.toTensorList().size()) : -1;
+  const at::Tensor& self = args.at(0).toTensor();
+  if (n >= 0 && self.dim() > 0)
+    TORCH_CHECK(n == self.size(-1), "histogramdd: The size of bins must be equal to the innermost ",
+                "dimension of the input.");
+}
+
+// as_strided_scatter writes a view of self's clone: the view must lie in it.
+void strided_view_in_bounds(const c10::FunctionSchema& s, Args args, const OpMeta&, Mutated) {
+  const at::Tensor& self = args.at(0).toTensor();
+  const c10::IValue& size = named(s, args, "size");
+  const c10::IValue& stride = named(s, args, "stride");
+  const c10::IValue& offset = named(s, args, "storage_offset");
+  if (!size.isIntList() || !stride.isIntList()) return;
+  std::vector<int64_t> sz = size.toIntVector(), st = stride.toIntVector();
+  int64_t end = offset.isInt() ? offset.toInt() : 0;
+  bool empty = false;
+  for (size_t i = 0; i < sz.size() && i < st.size(); ++i) {
+    empty = empty || sz[i] == 0;
+    end += (sz[i] - 1) * st[i];
+  }
+  TORCH_CHECK(empty || end < self.numel(), "as_strided_scatter: a view of sizes ", c10::IntArrayRef(sz),
+              ", strides ", c10::IntArrayRef(st), " and storage offset ", offset.isInt() ? offset.toInt() : 0,
+              " is out of bounds for a storage of ", self.numel(), " elements");
 }
 
 // ---- Python numbers ---------------------------------------------------------
@@ -248,6 +350,14 @@ const std::vector<Row>& table() {
         "_addmm_activation"},
        same_dtype_operands},
       {{"index_add", "index_copy", "index_select"}, index_dtypes},
+      {{"index_add"}, index_source_shape},
+      {{"masked_scatter"}, bool_mask},
+      {{"complex"}, complex_parts},
+      {{"aminmax"}, outputs_keep_dtype},
+      {{"multinomial"}, multinomial_dtypes},
+      {{"bucketize"}, vector_boundaries},
+      {{"_histogramdd_bin_edges", "_histogramdd_from_bin_cts"}, histogramdd_bins},
+      {{"as_strided_scatter"}, strided_view_in_bounds},
       {{"nll_loss_forward", "nll_loss2d_forward"}, target_dtype},
       {{"fill", "masked_fill", "index_fill", "full"}, fill_value_in_range},
       {{"pow"}, integer_power},

@@ -65,7 +65,19 @@ at::Tensor index_tensor(const at::Tensor& self, const IndexList& indices) {
   return at::_unsafe_index(self, device_indices(self, indices));
 }
 
+// An out= tensor may not overlap itself or what the op reads (CPU's checks).
+void check_out_overlap(const at::Tensor& out, std::initializer_list<const at::Tensor*> inputs) {
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor* in : inputs)
+    if (in->defined()) at::assert_no_overlap(out, *in);
+}
+
 at::Tensor& index_out(const at::Tensor& self, const IndexList& indices, at::Tensor& out) {
+  check_out_overlap(out, {&self});
+  for (size_t k = 0; k < indices.size(); ++k) {
+    std::optional<at::Tensor> i = indices.get(k);
+    if (i.has_value()) check_out_overlap(out, {&*i});
+  }
   at::Tensor r = index_tensor(self, indices);
   at::native::resize_output(out, r.sizes());
   out.copy_(r);
@@ -113,6 +125,7 @@ at::Tensor masked_select_tensor(const at::Tensor& self, const at::Tensor& mask) 
 }
 
 at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  check_out_overlap(out, {&self, &mask});
   at::Tensor r = masked_select_tensor(self, mask);
   at::native::resize_output(out, r.sizes());
   out.copy_(r);

@@ -359,6 +359,13 @@ Values multinomial(Context& c, const Args& a) {
   int64_t s = a[1].i;
   require(a[2].b || s <= k,
           "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  // CPU's value checks, on the device (reported at the next host read).
+  Value finite = c.b.and_(c.b.is_finite(p), c.b.compare(Compare::kGE, p, splat_like(c.b, 0, p)));
+  check_all(c.b, finite, "probability tensor contains either `inf`, `nan` or element < 0",
+            /*index_error=*/false);
+  Value total = reduce_sum(c.b, p, {1});
+  check_all(c.b, c.b.compare(Compare::kGT, total, splat_like(c.b, 0, total)),
+            "invalid multinomial distribution (sum of probabilities <= 0)", /*index_error=*/false);
   Value idx = a[2].b ? sample_with_replacement(c.b, a[3], p, s)
                      : sample_without_replacement(c.b, a[3], p, s);
   return {c.b.convert(c.b.reshape(idx, t.shape), t.dtype)};

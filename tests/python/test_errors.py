@@ -157,3 +157,73 @@ def test_unsupported_dtype_is_a_clear_error():
     x = torch.tensor([1, 2], dtype=torch.float8_e4m3fn)
     with pytest.raises((TypeError, RuntimeError), match="tpu"):
         x.to("tpu")
+
+
+def _overlap_cases():
+    def long(n, d):
+        return torch.empty(n, dtype=torch.long, device=d)
+    return {
+        "masked_select into its input": lambda d: (lambda x: torch.masked_select(
+            x, torch.ones(6, dtype=torch.bool, device=d), out=x))(torch.randn(6, device=d)),
+        "masked_select into an expanded tensor": lambda d: torch.masked_select(
+            torch.randn(6, device=d), torch.ones(6, dtype=torch.bool, device=d),
+            out=torch.empty(1, device=d).expand(3)),
+        "index.Tensor_out into its input": lambda d: (lambda x: torch.ops.aten.index.Tensor_out(
+            x, [torch.tensor([0, 1], device=d)], out=x))(torch.randn(6, device=d)),
+        "kthvalue into its input": lambda d: (lambda x: torch.kthvalue(x, 5, out=(x, long((), d))))(
+            torch.randn(10, device=d)),
+        "masked_scatter with a uint8 mask": lambda d: torch.randn(1, 3, device=d).masked_scatter(
+            torch.ones(1, 3, dtype=torch.uint8, device=d), torch.randn(3, 4, device=d)),
+        "complex of float32 and float64": lambda d: torch.complex(
+            torch.randn(3, device=d), torch.randn(3, dtype=torch.float64, device=d)),
+        "complex into the wrong complex dtype": lambda d: torch.complex(
+            torch.randn(3, dtype=torch.float64, device=d), torch.randn(3, dtype=torch.float64, device=d),
+            out=torch.empty(3, dtype=torch.complex64, device=d)),
+        "aminmax into a float64 max": lambda d: torch.aminmax(
+            torch.randn(4, 4, device=d), dim=0,
+            out=(torch.empty(4, device=d), torch.empty(4, dtype=torch.float64, device=d))),
+        "as_strided_scatter out of bounds": lambda d: torch.as_strided_scatter(
+            torch.randn(4, 4, device=d), torch.randn(2, 2, device=d), [2, 2], [200, 200], 0),
+        "multinomial of int64": lambda d: torch.multinomial(torch.ones(1, 2, dtype=torch.long, device=d), 2),
+        "multinomial into float64": lambda d: torch.multinomial(
+            torch.ones(1, 2, dtype=torch.float64, device=d), 2,
+            out=torch.empty(1, 2, dtype=torch.float64, device=d)),
+        "histogramdd with too few bins": lambda d: torch.histogramdd(torch.randn(5, 6, device=d), [1] * 5),
+        "bucketize on 2-D boundaries": lambda d: torch.bucketize(
+            torch.randn(5, 5, 5, device=d), torch.randn(5, 5, device=d)),
+        "index_add of a misshapen source": lambda d: torch.index_add(
+            torch.randn(3, 2, device=d), 0, torch.tensor([0, 1], device=d), torch.randn(2, device=d)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_overlap_cases()))
+def test_cpu_kernel_checks_raise_as_on_cpu(name):
+    """Checks CPU's kernels make that PyTorch's meta functions leave out
+    (found by a sweep of OpInfo's error inputs): overlapping out= tensors,
+    kernel dtypes, shapes and bounds. The tpu accepted each of these."""
+    fn = _overlap_cases()[name]
+    want = cpu_error(fn, "cpu")
+    with pytest.raises(type(want.value)) as got:
+        r = fn("tpu")
+        torch_tpu.synchronize()
+        del r
+    assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
+
+
+@pytest.mark.parametrize("probs, message", [
+    ([[1.0, float("nan")]], "probability tensor contains either `inf`, `nan` or element < 0"),
+    ([[1.0, float("inf")]], "probability tensor contains either `inf`, `nan` or element < 0"),
+    ([[1.0, -1.0]], "probability tensor contains either `inf`, `nan` or element < 0"),
+    ([[0.5, 0.5], [0.0, 0.0]], "invalid multinomial distribution"),
+])
+@pytest.mark.parametrize("replacement", [False, True])
+def test_multinomial_checks_probabilities_on_the_device(probs, message, replacement):
+    """CPU rejects NaN, infinite, negative and all-zero rows; the tpu checks
+    the same on the device and raises at the next host read."""
+    p = torch.tensor(probs)
+    with pytest.raises(RuntimeError, match="probability|invalid multinomial"):
+        torch.multinomial(p, 1, replacement)
+    with pytest.raises(RuntimeError, match=message.replace("(", r"\(")):
+        torch.multinomial(p.to("tpu"), 1, replacement).cpu()
+    good = torch.multinomial(torch.tensor([[0.0, 1.0, 0.0]], device="tpu"), 1, replacement)
+    assert good.cpu().tolist() == [[1]]
