@@ -168,7 +168,8 @@ Value hardtanh_backward(Builder& b, const Values& v, const Args&) {
 Value hardsigmoid_backward(Builder& b, const Values& v, const Args&) {
   Value x = v[1];
   Value inside = b.and_(gt(b, x, k(b, -3, x)), lt(b, x, k(b, 3, x)));
-  return b.select(inside, b.div(v[0], k(b, 6, x)), zero_like(b, x));
+  // CPU multiplies by 1/6 as a float, in every dtype (float64 too).
+  return b.select(inside, b.mul(v[0], k(b, static_cast<float>(1.0f / 6.0f), x)), zero_like(b, x));
 }
 Value hardswish_backward(Builder& b, const Values& v, const Args&) {
   Value g = v[0], x = v[1];

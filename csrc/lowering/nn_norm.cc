@@ -114,7 +114,10 @@ Value layer_norm_dx(Builder& b, Value dy, Value w, Value x, Value mean, Value rs
   };
   Value dyw = b.mul(dy, w);
   Value ds = row_sum(rounded(b.mul(dyw, x))), db = row_sum(dyw);
-  Value scale = k(b, static_cast<double>(1.0f / static_cast<float>(n)), x);
+  // 1/n in the compute type: float's rounding for float, double's for double.
+  double inv = x.dtype() == ElementType::kF64 ? 1.0 / static_cast<double>(n)
+                                              : static_cast<double>(1.0f / static_cast<float>(n));
+  Value scale = k(b, inv, x);
   Value bb = b.sub(rounded(b.mul(db, mean)), ds);
   bb = b.mul(b.mul(b.mul(b.mul(bb, rstd), rstd), rstd), scale);
   Value cc = b.sub(rounded(b.neg(b.mul(bb, mean))), rounded(b.mul(b.mul(db, rstd), scale)));
