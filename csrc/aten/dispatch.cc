@@ -295,22 +295,32 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
   Ran ran;
   c10::SmallVector<at::Tensor, 2> mutated;  // the real tensors written, in order
   for (size_t i : plan.mutated) flatten(args[i], mutated);
-  try {
-    ran.meta = infer_meta(op, args, plan.mutated, plan.functional ? &*plan.functional : nullptr);
-    for (Check check : plan.checks) check(schema, args, *ran.meta, mutated);
-  } catch (...) {
-    raise_as_cpu(op, args);
-    throw;
-  }
+  auto run_checks = [&] {
+    try {
+      if (!ran.meta)
+        ran.meta = infer_meta(op, args, plan.mutated, plan.functional ? &*plan.functional : nullptr);
+      for (Check check : plan.checks) check(schema, args, *ran.meta, mutated);
+    } catch (...) {
+      raise_as_cpu(op, args);
+      throw;
+    }
+  };
+  run_checks();
   const OpMeta& meta = *ran.meta;
   TORCH_CHECK(mutated.size() == meta.mutated.size(), "tpu: internal error: ",
               full_name(schema.operator_name()), " mutates ", mutated.size(),
               " tensors but its meta function reported ", meta.mutated.size());
   // out= tensors take their new sizes before the op is recorded: growing a
-  // storage that holds data is a program of its own.
+  // storage that holds data is a program of its own. CPU's kernels check
+  // overlap before resizing (index_select) or after (gather's structured
+  // kernel): a resized out= tensor is checked again.
+  bool resized = false;
   for (size_t i = 0; i < mutated.size(); ++i)
-    if (mutated[i].sizes() != c10::IntArrayRef(meta.mutated[i].sizes))
+    if (mutated[i].sizes() != c10::IntArrayRef(meta.mutated[i].sizes)) {
       resize(mutated[i], meta.mutated[i].sizes, meta.mutated[i].strides);
+      resized = true;
+    }
+  if (resized) run_checks();
 
   // 2. Record the op. The Python site is read before the engine lock: it
   // takes the GIL, which a Python thread may hold while waiting for the lock.

@@ -1,6 +1,7 @@
 """Every OpInfo sample, run on CPU and on tpu, compared (forward, float32 and complex64
-gradients). One test per (OpInfo, dtype, fwd|bwd); known failures are listed in
-expected_failures.txt and run as strict xfails."""
+gradients, float32 in-place/out=/non-contiguous variants, and error inputs). One test
+per (OpInfo, dtype, kind); known failures are listed in expected_failures.txt and run
+as strict xfails."""
 import fnmatch
 import os
 
@@ -127,3 +128,17 @@ def test_whole_storage_copies_keep_conjugate_and_negative_bits():
         assert moved.is_conj() == view.is_conj() and moved.is_neg() == view.is_neg()
         torch.testing.assert_close(moved.cpu().resolve_conj().resolve_neg(),
                                    view.resolve_conj().resolve_neg(), rtol=0, atol=0)
+
+
+def test_errors_kind_fails_when_tpu_takes_what_cpu_rejects(monkeypatch):
+    """The errors kind: a tpu call that returns where CPU raises fails it;
+    error inputs CPU itself takes are skipped, not counted."""
+    op = conformance.opinfos()["masked_scatter"]
+    assert conformance.run_case(op, "float32", "errors").status == "pass"
+    real = op.op
+
+    def lenient(x, *a, **k):
+        return x.clone() if x.device.type == "tpu" else real(x, *a, **k)
+    monkeypatch.setattr(op, "op", lenient)
+    outcome = conformance.run_case(op, "float32", "errors")
+    assert outcome.status == "fail" and "no error where CPU raises" in outcome.detail

@@ -205,7 +205,7 @@ def test_cpu_kernel_checks_raise_as_on_cpu(name):
     want = cpu_error(fn, "cpu")
     with pytest.raises(type(want.value)) as got:
         r = fn("tpu")
-        torch_tpu.synchronize()
+        torch.tpu.synchronize()
         del r
     assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
 

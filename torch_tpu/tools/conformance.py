@@ -81,7 +81,7 @@ def opinfos():
     return _OPINFOS
 
 
-KINDS = ("fwd", "bwd", "inplace", "out", "noncontig")
+KINDS = ("fwd", "bwd", "inplace", "out", "noncontig", "errors")
 
 
 def cases(op, dtypes=tuple(DTYPES)):
@@ -100,6 +100,8 @@ def cases(op, dtypes=tuple(DTYPES)):
     if op.supports_out:
         out.append(("float32", "out"))
     out.append(("float32", "noncontig"))
+    if op.error_inputs_func is not None:  # inputs of their own dtypes, listed under float32
+        out.append(("float32", "errors"))
     return out
 
 
@@ -180,16 +182,31 @@ def _with_storage(t, device="tpu"):
 
 
 class _ToTpu:
-    """Copies a sample to tpu; tensors that appear twice stay one tensor."""
+    """Copies a sample to tpu; tensors that appear twice stay one tensor.
+    With `shared_storage`, tensors that share a CPU storage (views of one
+    tensor, an expanded tensor) share one tpu storage, laid out alike."""
 
-    def __init__(self, grad, whole_storage=False):
+    def __init__(self, grad, whole_storage=False, shared_storage=False):
         self.grad, self.whole_storage, self.memo = grad, whole_storage, {}
+        self.shared, self.storages = shared_storage, {}
+
+    def _shared_copy(self, t):
+        storage = t.untyped_storage()
+        key = (storage.data_ptr(), storage.nbytes(), t.dtype)
+        if key not in self.storages:
+            flat = torch.empty(0, dtype=t.dtype).set_(storage)
+            self.storages[key] = flat.to("tpu", copy=True)
+        view = self.storages[key].as_strided(t.size(), t.stride(), t.storage_offset())
+        return view.conj() if t.is_conj() else view
 
     def __call__(self, t):
-        if not isinstance(t, torch.Tensor):
-            return t
+        if not isinstance(t, torch.Tensor) or (self.shared and t.device.type == "meta"):
+            return t  # (an error input's meta tensor stays one)
         if id(t) not in self.memo:
-            copy = _with_storage(t.detach()) if self.whole_storage else t.detach().to("tpu")
+            if self.shared and t.layout == torch.strided and t.untyped_storage().nbytes() > 0:
+                copy = self._shared_copy(t.detach())
+            else:
+                copy = _with_storage(t.detach()) if self.whole_storage else t.detach().to("tpu")
             if self.grad and t.requires_grad:
                 copy.requires_grad_(True)
             self.memo[id(t)] = copy
@@ -205,13 +222,14 @@ def _is_cpu(v):
     return isinstance(v, (str, torch.device)) and str(v) == "cpu"
 
 
-def _on_tpu(sample, grad, op_name=None, keep_layout=False):
+def _on_tpu(sample, grad, op_name=None, keep_layout=False, shared_storage=False):
     """The sample on tpu: tensors copied (contiguous, unless `keep_layout` or
-    the op addresses storage: then with their strides and storage offset)."""
+    the op addresses storage: then with their strides and storage offset;
+    with `shared_storage`, tensors sharing a storage keep sharing one)."""
     host = HOST_ARGS.get(op_name, ())
     kept = {i: a for i, a in enumerate(sample.args) if i in host}
     whole = keep_layout or (op_name or "").startswith("as_strided")
-    moved = sample.transform(_ToTpu(grad, whole))
+    moved = sample.transform(_ToTpu(grad, whole, shared_storage))
     # A device named in the sample (to("cpu"), factories) becomes tpu.
     moved.args = tuple(kept.get(i, "tpu" if _is_cpu(a) else a) for i, a in enumerate(moved.args))
     if _is_cpu(moved.kwargs.get("device")):
@@ -479,13 +497,36 @@ def _samples(op, dtype, grad):
     return list(op.sample_inputs("cpu", dtype, requires_grad=grad))
 
 
+def _error_sample(op, error_input):
+    """An input CPU rejects (OpInfo's error_inputs): tpu raises an exception
+    of the same type (the message may differ: a device-side check words its
+    own), and the process goes on. Aliasing between the sample's tensors is
+    kept (out= into an input, expanded out= tensors)."""
+    want, sample = error_input.error_type, error_input.sample_input
+    tpu = _on_tpu(sample, False, op_id(op), shared_storage=True)
+    try:
+        op(sample.input, *sample.args, **sample.kwargs)
+        return None  # CPU takes it (an error input meant for another device)
+    except want:
+        pass
+    try:
+        _to_cpu(op(tpu.input, *tpu.args, **tpu.kwargs))
+        torch.tpu.synchronize()
+    except want:
+        return True
+    except Exception as error:  # noqa: BLE001 — reported below
+        raise AssertionError(f"raised {_first_line(error)} where CPU raises {want.__name__} "
+                             f"({error_input.error_regex!r})") from None
+    raise AssertionError(f"no error where CPU raises {want.__name__} ({error_input.error_regex!r})")
+
+
 _SAMPLE_RUNNERS = {"fwd": _forward_sample, "inplace": _inplace_sample, "out": _out_sample,
-                   "noncontig": _noncontig_sample}
+                   "noncontig": _noncontig_sample, "errors": _error_sample}
 
 
 def _run_samples(op, dtype, kind):
     outcome, missing = Outcome("pass"), []
-    samples = _samples(op, dtype, kind == "bwd")
+    samples = list(op.error_inputs("cpu")) if kind == "errors" else _samples(op, dtype, kind == "bwd")
     for i, sample in enumerate(samples):
         try:
             ok = (_backward_sample(op, sample, i) if kind == "bwd"
