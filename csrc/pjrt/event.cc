@@ -1,10 +1,5 @@
 #include "event.h"
 
-#include <sched.h>
-
-#include <chrono>
-#include <cstdlib>
-
 namespace torch_tpu::pjrt {
 
 Event::~Event() {
@@ -15,14 +10,6 @@ Event::~Event() {
 }
 
 void Event::await() {
-  static const long spin_us = [] {
-    const char* v = std::getenv("TORCH_TPU_SPIN_US");
-    return v ? std::atol(v) : 0L;
-  }();
-  if (spin_us > 0) {
-    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
-    while (!is_ready() && std::chrono::steady_clock::now() < until) sched_yield();
-  }
   auto a = PJRT_ARGS(PJRT_Event_Await);
   a.event = event_;
   PJRT_CALL(api_, PJRT_Event_Await, a);
