@@ -414,6 +414,8 @@ Value Builder::binary(std::string_view name, Value a, Value b) {
 Value Builder::unary(std::string_view name, Value x) { return emit_like(name, {x}, x); }
 
 Value Builder::abs(Value x) {
+  // stablehlo.abs takes signless integers only: an unsigned value is its own.
+  if (is_unsigned(x.dtype()) || x.dtype() == ElementType::kPred) return x;
   TensorType t = x.type();
   if (t.dtype == ElementType::kC64) t.dtype = ElementType::kF32;
   if (t.dtype == ElementType::kC128) t.dtype = ElementType::kF64;

@@ -148,8 +148,12 @@ Values lcm(Context& c, const Args& a) {
   Value x = coerce(b, a[0].tensor, t), y = coerce(b, a[1].tensor, t);
   Value g = gcd_of(b, x, y);
   Value zero = eq(b, g, 0);
-  Value l = b.abs(b.mul(b.div(x, b.select(zero, splat_like(b, 1, g), g)), y));
-  return {b.select(zero, splat_like(b, 0, g), l)};
+  // CPU's |x / g * y| runs in C++'s int for 8- and 16-bit types (then wraps
+  // into the type), in the type itself for wider ones.
+  bool narrow = hlo::bit_width(t.dtype) < 32;
+  auto wide = [&](Value v) { return narrow ? b.convert(v, ElementType::kI32) : v; };
+  Value l = b.abs(b.mul(b.div(wide(x), wide(b.select(zero, splat_like(b, 1, g), g))), wide(y)));
+  return {b.select(zero, splat_like(b, 0, g), b.convert(l, t.dtype))};
 }
 
 // PyTorch's shifts: a shift count outside [0, bits) gives 0 (left, or right
