@@ -6,10 +6,13 @@
 // given). One table row per operator, covering its out= variant.
 // Also `_foreach_pow.Scalar`, whose meta function types each result as if
 // the exponent were an int, where CPU promotes tensor and exponent
-// (bool ** True is bool).
+// (bool ** True is bool); and the LAPACK-backed out= forms, which leave a
+// resized out= matrix column-major on CPU.
 #include <ATen/ATen.h>
 
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "meta.h"
@@ -72,6 +75,52 @@ bool eval_mode(const StatsRule& r, c10::ArrayRef<c10::IValue> args) {
   return !args.at(r.training).toBool();
 }
 
+// LAPACK-backed ops whose out= kernels on CPU leave a resized matrix out=
+// tensor in LAPACK's column-major layout (batched: each matrix's columns
+// contiguous), where PyTorch's meta functions give row-major: the indices of
+// those outputs among the out= tensors (pivots, eigenvalues, info stay).
+const std::vector<size_t>* column_major_outs(const c10::FunctionSchema& s) {
+  static const std::map<std::string, std::vector<size_t>> ops{
+      {"aten::cholesky_inverse", {0}}, {"aten::_linalg_eigh", {1}},
+      {"aten::linalg_householder_product", {0}}, {"aten::linalg_ldl_factor_ex", {0}},
+      {"aten::linalg_ldl_solve", {0}}, {"aten::linalg_lstsq", {0}},
+      {"aten::linalg_lu_factor_ex", {0}}, {"aten::linalg_lu_solve", {0}}, {"aten::lu_solve", {0}},
+      {"aten::linalg_qr", {0, 1}}, {"aten::qr", {0, 1}}, {"aten::ormqr", {0}},
+      {"aten::triangular_solve", {0, 1}}};
+  auto it = ops.find(s.name());
+  return it == ops.end() ? nullptr : &it->second;
+}
+
+std::vector<int64_t> column_major_strides(const std::vector<int64_t>& sizes) {
+  size_t r = sizes.size();
+  std::vector<int64_t> strides(r);
+  int64_t rows = std::max<int64_t>(sizes[r - 2], 1), cols = std::max<int64_t>(sizes[r - 1], 1);
+  strides[r - 2] = 1;
+  strides[r - 1] = rows;
+  int64_t step = rows * cols;
+  for (size_t d = r - 2; d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+// Those out= tensors, when this call resizes them (their sizes change), take
+// the column-major layout.
+void restride_resized_outs(const c10::FunctionSchema& s, c10::ArrayRef<c10::IValue> args,
+                           const std::vector<size_t>& which, OpMeta& m) {
+  std::vector<at::Tensor> given;
+  for (size_t i = 0; i < args.size() && i < s.arguments().size(); ++i)
+    if (s.arguments()[i].is_out() && args[i].isTensor()) given.push_back(args[i].toTensor());
+  if (given.size() != m.mutated.size()) return;
+  for (size_t i : which) {
+    if (i >= given.size()) continue;
+    TensorMeta& t = m.mutated[i];
+    if (t.sizes.size() >= 2 && given[i].sizes() != c10::IntArrayRef(t.sizes))
+      t.strides = column_major_strides(t.sizes);
+  }
+}
+
 }  // namespace
 
 void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
@@ -83,6 +132,10 @@ void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValu
     return;
   }
   const bool out = is_out_variant(schema);
+  if (const std::vector<size_t>* which = out ? column_major_outs(schema) : nullptr) {
+    restride_resized_outs(schema, args, *which, m);
+    return;
+  }
   const StatsRule* r = find_rule(schema, out);
   if (r == nullptr) return;
   if (out) {
