@@ -212,3 +212,45 @@ def test_native_batch_norm_out_statistics(training):
         return outs + [rm, rv] + legit + [rm2, rv2]
 
     _assert_same(*_both(run))
+
+
+def test_lapack_out_forms_leave_resized_matrices_column_major():
+    """CPU's LAPACK-backed out= kernels leave an out= matrix they resize in
+    column-major order (pivots, eigenvalues and info stay row-major);
+    PyTorch's meta functions say row-major, so tpu followed them before."""
+    torch.manual_seed(0)
+    a = torch.randn(2, 4, 4)
+    h = a @ a.mT + 4 * torch.eye(4)
+    l = torch.linalg.cholesky(h)
+    b = torch.randn(2, 4, 3)
+    g, tau = torch.geqrf(a)
+    lu, piv = torch.linalg.lu_factor(a)
+    ld, lpiv = torch.linalg.ldl_factor(h)
+
+    def calls(d):
+        def e(dtype=torch.float32):
+            return torch.empty(0, dtype=dtype, device=d)
+        m = {k: v.to(d) for k, v in dict(a=a, h=h, l=l, b=b, g=g, tau=tau, lu=lu, piv=piv,
+                                              ld=ld, lpiv=lpiv).items()}
+        i32 = torch.int32
+        return [
+            torch.cholesky_inverse(m["l"], out=e()),
+            torch.linalg.eigh(m["h"], out=(e(), e())),
+            torch.linalg.householder_product(m["g"], m["tau"], out=e()),
+            torch.linalg.ldl_factor_ex(m["h"], out=(e(), e(i32), e(i32))),
+            torch.linalg.ldl_solve(m["ld"], m["lpiv"], m["b"], out=e()),
+            torch.linalg.lu_factor_ex(m["a"], out=(e(), e(i32), e(i32))),
+            torch.linalg.lu_solve(m["lu"], m["piv"], m["b"], out=e()),
+            torch.linalg.qr(m["a"], out=(e(), e())),
+            torch.ormqr(m["g"], m["tau"], m["b"], out=e()),
+            torch.linalg.solve_triangular(m["l"], m["b"], upper=False, out=e()),
+        ]
+
+    for k, (got, want) in enumerate(zip(calls("tpu"), calls("cpu"))):
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        for x, y in zip(got, want):
+            assert x.stride() == y.stride(), k
+            if k == 1:  # eigenvectors: unique up to sign
+                x, y = x.abs(), y.abs()
+            torch.testing.assert_close(x.cpu(), y, atol=1e-4, rtol=1e-4, msg=lambda m: f"call {k}: {m}")
