@@ -181,7 +181,8 @@ at::Tensor bincount_tensor(const at::Tensor& self, const std::optional<at::Tenso
   if (self.numel() == 0) return out;
   at::Tensor values = weighted ? on_device(*weights, self).to(dtype) : at::ones({self.numel()}, out.options());
   IndexList indices;
-  indices.push_back(self);
+  // As int64: a uint8 (or bool) index would be read as a mask.
+  indices.push_back(self.scalar_type() == at::kLong ? self : self.to(at::kLong));
   return at::_unsafe_index_put(out, indices, values, true);
 }
 

@@ -253,6 +253,16 @@ Value imag_part(Builder& b, Value z) {
 Value make_complex(Builder& b, Value re, Value im, const TensorType& t) {
   return b.op("stablehlo.complex", {re, im}, {t})[0];
 }
+Value resampled_to(Builder& b, Value y, ElementType out) {
+  if (hlo::is_float(out) || hlo::is_complex(out) || !hlo::is_float(y.dtype())) return b.convert(y, out);
+  int bits = hlo::bit_width(out);
+  bool unsigned_out = hlo::is_unsigned(out);
+  double lo = unsigned_out ? 0 : -std::ldexp(1.0, bits - 1);
+  double hi = unsigned_out ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
+  Value r = b.floor(b.add(y, splat_like(b, 0.5, y)));
+  return b.convert(b.clamp(splat_like(b, lo, r), r, splat_like(b, hi, r)), out);
+}
+
 Value conj(Builder& b, Value z) {
   if (!hlo::is_complex(z.dtype())) return z;
   return make_complex(b, real_part(b, z), b.neg(imag_part(b, z)), z.type());

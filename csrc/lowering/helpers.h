@@ -72,6 +72,11 @@ Value real_part(Builder& b, Value z);
 Value imag_part(Builder& b, Value z);
 Value make_complex(Builder& b, Value re, Value im, const TensorType& t);
 Value conj(Builder& b, Value z);
+
+// A resampled (interpolated) value in the output's type: an integer output
+// (uint8 images) is rounded to nearest and clamped to the type's range, as
+// CPU's uint8 resampling kernels do; a float one is converted.
+Value resampled_to(Builder& b, Value y, ElementType out);
 // log(exp(x) + exp(y)) of complex x and y as CPU's kernel takes it: NaN in
 // either part of either gives NaN + NaN i; with m the one of larger real part
 // and n the other, equal infinite real parts give n (-inf) or

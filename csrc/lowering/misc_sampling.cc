@@ -126,8 +126,10 @@ Values upsample_bicubic2d(Context& c, const Args& a) {
     int64_t dim = x.rank() - 2 + i;
     y = resample(c.b, y, dim, taps_for(x.dim(dim), c.out().shape[dim], a[2].b, a[3 + i], t),
                  x.dtype());
+    // CPU's uint8 kernel is separable and keeps each pass in uint8.
+    if (i == 1 && !hlo::is_float(x.dtype())) y = c.b.convert(resampled_to(c.b, y, x.dtype()), t);
   }
-  return {c.b.convert(y, c.out().dtype)};
+  return {resampled_to(c.b, y, c.out().dtype)};
 }
 
 // upsample_bicubic2d_backward(grad_output, output_size, input_size,
@@ -198,8 +200,9 @@ Values upsample_bilinear2d_aa(Context& c, const Args& a) {
     int64_t dim = x.rank() - 2 + i, in = x.dim(dim), out = c.out().shape[dim];
     if (in == out) continue;
     y = resample(c.b, y, dim, aa_taps_for(in, out, a[2].b, a[3 + i], t), t);
+    if (i == 1 && !hlo::is_float(x.dtype())) y = c.b.convert(resampled_to(c.b, y, x.dtype()), t);
   }
-  return {c.b.convert(y, c.out().dtype)};
+  return {resampled_to(c.b, y, c.out().dtype)};
 }
 
 // _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size,

@@ -130,8 +130,10 @@ LoweringFn upsample(size_t n, Mode m) {
       Value far = take(c.b, y, dim, s.i1);
       y = c.b.add(c.b.mul(near, along(c.b, s.l0, near, dim)),
                   c.b.mul(far, along(c.b, s.l1, far, dim)));
+      // CPU's uint8 kernel is separable and keeps each pass in uint8.
+      if (i > 0 && !hlo::is_float(x.dtype())) y = c.b.convert(resampled_to(c.b, y, x.dtype()), t);
     }
-    return Values{c.b.convert(y, c.out().dtype)};
+    return Values{resampled_to(c.b, y, c.out().dtype)};
   };
 }
 
