@@ -91,20 +91,6 @@ const std::vector<size_t>* column_major_outs(const c10::FunctionSchema& s) {
   return it == ops.end() ? nullptr : &it->second;
 }
 
-std::vector<int64_t> column_major_strides(const std::vector<int64_t>& sizes) {
-  size_t r = sizes.size();
-  std::vector<int64_t> strides(r);
-  int64_t rows = std::max<int64_t>(sizes[r - 2], 1), cols = std::max<int64_t>(sizes[r - 1], 1);
-  strides[r - 2] = 1;
-  strides[r - 1] = rows;
-  int64_t step = rows * cols;
-  for (size_t d = r - 2; d-- > 0;) {
-    strides[d] = step;
-    step *= std::max<int64_t>(sizes[d], 1);
-  }
-  return strides;
-}
-
 // Those out= tensors, when this call resizes them (their sizes change), take
 // the column-major layout.
 void restride_resized_outs(const c10::FunctionSchema& s, c10::ArrayRef<c10::IValue> args,
@@ -116,8 +102,9 @@ void restride_resized_outs(const c10::FunctionSchema& s, c10::ArrayRef<c10::IVal
   for (size_t i : which) {
     if (i >= given.size()) continue;
     TensorMeta& t = m.mutated[i];
-    if (t.sizes.size() >= 2 && given[i].sizes() != c10::IntArrayRef(t.sizes))
-      t.strides = column_major_strides(t.sizes);
+    if (t.sizes.size() < 2 || given[i].sizes() == c10::IntArrayRef(t.sizes)) continue;
+    c10::DimVector strides = lapack_strides(t.sizes);
+    t.strides.assign(strides.begin(), strides.end());
   }
 }
 

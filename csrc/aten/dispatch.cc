@@ -295,18 +295,22 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
   Ran ran;
   c10::SmallVector<at::Tensor, 2> mutated;  // the real tensors written, in order
   for (size_t i : plan.mutated) flatten(args[i], mutated);
+  try {
+    ran.meta = infer_meta(op, args, plan.mutated, plan.functional ? &*plan.functional : nullptr);
+  } catch (...) {
+    raise_as_cpu(op, args);
+    throw;
+  }
+  const OpMeta& meta = *ran.meta;
   auto run_checks = [&] {
     try {
-      if (!ran.meta)
-        ran.meta = infer_meta(op, args, plan.mutated, plan.functional ? &*plan.functional : nullptr);
-      for (Check check : plan.checks) check(schema, args, *ran.meta, mutated);
+      for (Check check : plan.checks) check(schema, args, meta, mutated);
     } catch (...) {
       raise_as_cpu(op, args);
       throw;
     }
   };
   run_checks();
-  const OpMeta& meta = *ran.meta;
   TORCH_CHECK(mutated.size() == meta.mutated.size(), "tpu: internal error: ",
               full_name(schema.operator_name()), " mutates ", mutated.size(),
               " tensors but its meta function reported ", meta.mutated.size());

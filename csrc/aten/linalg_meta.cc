@@ -25,11 +25,7 @@ std::tuple<at::Tensor, at::Tensor> geqrf_meta(const at::Tensor& self) {
               self.scalar_type());
   std::vector<int64_t> tau(self.sizes().begin(), self.sizes().end() - 2);
   tau.push_back(std::min(self.size(-2), self.size(-1)));
-  // LAPACK's layout, as CPU returns it: each matrix column-major.
-  c10::DimVector strides = c10::contiguous_strides(self.sizes());
-  strides[self.dim() - 2] = 1;
-  strides[self.dim() - 1] = std::max<int64_t>(self.size(-2), 1);
-  return {at::detail::empty_strided_meta(self.sizes(), strides, self.scalar_type()),
+  return {at::detail::empty_strided_meta(self.sizes(), lapack_strides(self.sizes()), self.scalar_type()),
           meta_of(tau, self.scalar_type())};
 }
 
@@ -77,6 +73,14 @@ Lstsq lstsq_meta(const at::Tensor& self, const at::Tensor& b, std::optional<doub
 }
 
 }  // namespace
+
+c10::DimVector lapack_strides(c10::IntArrayRef sizes) {
+  c10::DimVector strides = c10::contiguous_strides(sizes);
+  size_t r = sizes.size();
+  strides[r - 2] = 1;
+  strides[r - 1] = std::max<int64_t>(sizes[r - 2], 1);
+  return strides;
+}
 
 // Private to the tpu kernels (meta.h), registered with the library.
 const bool registered = [] {

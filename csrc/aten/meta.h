@@ -37,6 +37,10 @@ bool is_out_variant(const c10::FunctionSchema& s);
 void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                      OpMeta& m);
 
+// LAPACK's layout of matrices `sizes` (rank >= 2): each matrix column-major,
+// the batch row-major (CPU's linalg results and their out= tensors).
+c10::DimVector lapack_strides(c10::IntArrayRef sizes);
+
 // Meta kernels for ops PyTorch gives none (conv_meta.cc, linalg_meta.cc,
 // nn_extra_meta.cc, optimizer_meta.cc). They are private to the tpu kernels'
 // meta step: never registered for PyTorch's Meta key, so importing torch_tpu

@@ -159,7 +159,7 @@ def test_unsupported_dtype_is_a_clear_error():
         x.to("tpu")
 
 
-def _overlap_cases():
+def _cpu_check_cases():
     def long(n, d):
         return torch.empty(n, dtype=torch.long, device=d)
     return {
@@ -196,12 +196,12 @@ def _overlap_cases():
     }
 
 
-@pytest.mark.parametrize("name", list(_overlap_cases()))
+@pytest.mark.parametrize("name", list(_cpu_check_cases()))
 def test_cpu_kernel_checks_raise_as_on_cpu(name):
     """Checks CPU's kernels make that PyTorch's meta functions leave out
     (found by a sweep of OpInfo's error inputs): overlapping out= tensors,
     kernel dtypes, shapes and bounds. The tpu accepted each of these."""
-    fn = _overlap_cases()[name]
+    fn = _cpu_check_cases()[name]
     want = cpu_error(fn, "cpu")
     with pytest.raises(type(want.value)) as got:
         r = fn("tpu")

@@ -168,11 +168,16 @@ def _first_line(error):
     return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
 
 
-def _with_storage(t, device="tpu"):
+def _with_storage(t, device="tpu", copies=None):
     """t on `device` as a view of a copy of its whole storage (same sizes,
-    strides and storage offset): for ops that address the storage (as_strided)."""
-    flat = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
-    view = flat.to(device, copy=True).as_strided(t.size(), t.stride(), t.storage_offset())
+    strides and storage offset): for ops that address the storage (as_strided).
+    With `copies` (a dict), tensors sharing a storage share its one copy."""
+    copies = {} if copies is None else copies
+    key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes(), t.dtype)
+    if key not in copies:
+        flat = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
+        copies[key] = flat.to(device, copy=True)
+    view = copies[key].as_strided(t.size(), t.stride(), t.storage_offset())
     # The storage holds what a conjugate or negative view's bit transforms.
     if t.is_conj():
         view = view.conj()
@@ -190,21 +195,12 @@ class _ToTpu:
         self.grad, self.whole_storage, self.memo = grad, whole_storage, {}
         self.shared, self.storages = shared_storage, {}
 
-    def _shared_copy(self, t):
-        storage = t.untyped_storage()
-        key = (storage.data_ptr(), storage.nbytes(), t.dtype)
-        if key not in self.storages:
-            flat = torch.empty(0, dtype=t.dtype).set_(storage)
-            self.storages[key] = flat.to("tpu", copy=True)
-        view = self.storages[key].as_strided(t.size(), t.stride(), t.storage_offset())
-        return view.conj() if t.is_conj() else view
-
     def __call__(self, t):
         if not isinstance(t, torch.Tensor) or (self.shared and t.device.type == "meta"):
             return t  # (an error input's meta tensor stays one)
         if id(t) not in self.memo:
             if self.shared and t.layout == torch.strided and t.untyped_storage().nbytes() > 0:
-                copy = self._shared_copy(t.detach())
+                copy = _with_storage(t.detach(), copies=self.storages)
             else:
                 copy = _with_storage(t.detach()) if self.whole_storage else t.detach().to("tpu")
             if self.grad and t.requires_grad:
