@@ -31,7 +31,8 @@ std::vector<pjrt::BufferPtr> Launcher::launch(const pjrt::Executable& exe,
   int64_t traced = trace::on() ? trace::now_ns() : 0;
   pjrt::ExecuteResult result = exe.execute(args, client_.device(device));
   metrics_.count(Hot::kExecutions);
-  if (traced) trace::launched(ops, static_cast<int>(mode), &exe, device, traced, result.done);
+  if (traced)
+    trace::launched(ops, static_cast<int>(mode), &exe, device, traced, result.done, result.outputs);
   if (result.done) {
     if (blocking) {
       result.done->await();

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <thread>
+#include <unordered_map>
 
 namespace torch_tpu::engine::trace {
 
@@ -18,6 +20,11 @@ std::atomic<Sink*> g_sink{nullptr};
 std::atomic<uint64_t> g_generation{0};
 std::atomic<int64_t> g_pending{0};
 std::atomic<uint64_t> g_next_launch{0};
+
+// Output buffer -> the traced launch that produced it, until a host read
+// finds it ready (read_ready); emptied when a sink comes or goes.
+std::mutex g_outputs_mu;
+std::unordered_map<const void*, uint64_t> g_outputs;
 
 // The last cache miss on this thread, for the launch that follows it (under
 // the same sink: a miss left by a profile that ended says nothing).
@@ -78,6 +85,10 @@ int64_t now_ns() {
 }
 
 void listen(Sink* sink) {
+  {
+    std::lock_guard<std::mutex> lock(g_outputs_mu);
+    g_outputs.clear();
+  }
   g_generation.fetch_add(1);
   g_sink.store(sink);
   detail::g_on.store(sink != nullptr, std::memory_order_relaxed);
@@ -111,7 +122,8 @@ Miss take_miss() {
 // `miss`: the cache miss before it) and, at its completion, its device span.
 void trace_launch(std::string program, const char* mode, const std::vector<OpSite>* ops,
                   const Miss& miss, int device, int64_t begin_ns,
-                  const std::shared_ptr<pjrt::Event>& done) {
+                  const std::shared_ptr<pjrt::Event>& done,
+                  const std::vector<pjrt::BufferPtr>& outputs) {
   Event launch;
   launch.kind = Kind::kLaunch;
   launch.device = device;
@@ -142,6 +154,10 @@ void trace_launch(std::string program, const char* mode, const std::vector<OpSit
   for (const auto& a : launch.args)
     if (a.first != "program") run.args.push_back(a);
   launch.end_ns = now_ns();
+  if (done && !outputs.empty()) {
+    std::lock_guard<std::mutex> lock(g_outputs_mu);
+    for (const auto& b : outputs) g_outputs[b->get()] = launch.launch;
+  }
   emit(std::move(launch));
   if (!done) {
     run.end_ns = now_ns();
@@ -201,6 +217,20 @@ void trace_synchronize(int64_t begin_ns, size_t programs) {
   e.args.emplace_back("programs_waited", std::to_string(programs));
   emit(std::move(e));
 }
+
+void trace_ready(const void* buffer) {
+  Event e;
+  {
+    std::lock_guard<std::mutex> lock(g_outputs_mu);
+    auto it = g_outputs.find(buffer);
+    if (it == g_outputs.end()) return;
+    e.launch = it->second;
+    g_outputs.erase(it);  // a later read saw it ready later
+  }
+  e.kind = Kind::kReady;
+  e.begin_ns = e.end_ns = now_ns();
+  emit(std::move(e));
+}
 }  // namespace
 
 // The hooks run in the middle of the engine's work (between a launch and
@@ -208,10 +238,11 @@ void trace_synchronize(int64_t begin_ns, size_t programs) {
 // failure (out of memory while it records) must not undo that work, so
 // none leaves them. The event is lost.
 void launched(const std::vector<OpSite>* ops, int mode, const void* exe, int device,
-              int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done) noexcept {
+              int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done,
+              const std::vector<pjrt::BufferPtr>& outputs) noexcept {
   try {
     trace_launch(program_name(ops, mode, exe), ops ? mode_name(mode) : "Graph", ops, take_miss(),
-                 device, begin_ns, done);
+                 device, begin_ns, done, outputs);
   } catch (...) {
   }
 }
@@ -223,7 +254,7 @@ void launched_replicated(const std::string& what, const std::vector<int>& device
     Miss miss = take_miss();  // one program, compiled for every device
     for (size_t i = 0; i < devices.size(); ++i)
       trace_launch("Collective " + what, "Collective", nullptr, miss, devices[i], begin_ns,
-                   i < done.size() ? done[i] : nullptr);
+                   i < done.size() ? done[i] : nullptr, {});
   } catch (...) {
   }
 }
@@ -245,6 +276,13 @@ void transfer(Kind kind, int device, int64_t bytes, int64_t begin_ns) noexcept {
 void synchronized(int64_t begin_ns, size_t programs) noexcept {
   try {
     trace_synchronize(begin_ns, programs);
+  } catch (...) {
+  }
+}
+
+void read_ready(const void* buffer) noexcept {
+  try {
+    trace_ready(buffer);
   } catch (...) {
   }
 }

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "../pjrt/buffer.h"
 #include "../pjrt/event.h"
 #include "mode.h"
 
@@ -31,6 +32,7 @@ enum class Kind : uint8_t {
   kToDevice,     // host: a host->device copy
   kToHost,       // host: a device->host copy (it waits for the producer)
   kSynchronize,  // host: waiting for every launched program
+  kReady,        // host: a read saw launch `launch`'s outputs ready at end_ns
 };
 
 struct Event {
@@ -72,9 +74,11 @@ void emit(Event event);
 // none throws: a failure to record loses the event, never the work ----
 // Engine::run launched a program made of `ops` (null: a graph compiled for
 // torch.compile, identified by `exe`) in `mode` (engine::Mode as int); its
-// completion `done` (null: unknown) sends the device span.
+// completion `done` (null: unknown) sends the device span. A host read of
+// one of its `outputs` later says when the host saw them ready (read_ready).
 void launched(const std::vector<OpSite>* ops, int mode, const void* exe, int device,
-              int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done) noexcept;
+              int64_t begin_ns, const std::shared_ptr<pjrt::Event>& done,
+              const std::vector<pjrt::BufferPtr>& outputs) noexcept;
 // A program run on several devices at once (csrc/distributed's native
 // collectives), named "Collective <what>": a launch and a span per device.
 void launched_replicated(const std::string& what, const std::vector<int>& devices,
@@ -86,5 +90,10 @@ void launched_replicated(const std::string& what, const std::vector<int>& device
 void compiled(uint64_t key, const char* tier, int64_t begin_ns, size_t text_bytes) noexcept;
 void transfer(Kind kind, int device, int64_t bytes, int64_t begin_ns) noexcept;
 void synchronized(int64_t begin_ns, size_t programs) noexcept;
+// A host read found `buffer` ready (it waited for it): if a traced launch
+// produced it, a kReady bounds that program's end. The completion callback
+// that stamps a device span runs on a plugin thread, which a loaded machine
+// can schedule after the reading thread has already copied the result.
+void read_ready(const void* buffer) noexcept;
 
 }  // namespace torch_tpu::engine::trace

@@ -146,6 +146,7 @@ Transfers Engine::download(const std::vector<ValuePtr>& values, const std::vecto
     }
     t.done.push_back(std::move(done));
     t.direct.push_back(std::move(direct));
+    if (t.traced_ns) t.sources.push_back(buffers[i]->get());
     t.bytes.push_back(static_cast<int64_t>(dsts[i].bytes));
     t.devices.push_back(values[i]->device_);
   }
@@ -168,6 +169,8 @@ void Engine::await(Transfers& t) {
       }
     }
   }
+  if (!first)
+    for (const void* source : t.sources) trace::read_ready(source);
   for (size_t i = 0; i < t.direct.size() && !first; ++i) {
     const Transfers::Direct& d = t.direct[i];
     if (!d.src) continue;

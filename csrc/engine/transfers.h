@@ -45,6 +45,7 @@ struct Transfers {
   std::vector<int> devices;
   std::chrono::steady_clock::time_point start;
   int64_t traced_ns = 0;  // the issue time on the profiler's clock (0: off)
+  std::vector<const void*> sources;  // traced downloads: the buffers read
   bool awaited = false;
 
   // Whether awaiting would not block (direct copies are made by the await).

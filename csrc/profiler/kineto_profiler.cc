@@ -155,13 +155,16 @@ class Session final : public libkineto::IActivityProfilerSession {
       return linked && correlation ? linked(static_cast<int32_t>(correlation)) : nullptr;
     };
     std::unordered_map<uint64_t, const Recorded*> launches;
+    std::unordered_map<uint64_t, int64_t> seen_ready;  // launch -> first host read that waited
     std::vector<Recorded*> programs;
     for (Recorded& r : events_) {
       if (r.event.kind == Kind::kLaunch) launches[r.event.launch] = &r;
       if (r.event.kind == Kind::kProgram) programs.push_back(&r);
+      if (r.event.kind == Kind::kReady) seen_ready.emplace(r.event.launch, r.event.end_ns);
     }
     for (const Recorded& r : events_) {
-      if (!options_.host || r.event.kind == Kind::kProgram) continue;
+      if (!options_.host || r.event.kind == Kind::kProgram || r.event.kind == Kind::kReady)
+        continue;
       auto& a = add(libkineto::ActivityType::PRIVATEUSE1_RUNTIME, r.event.name);
       a.startTime = r.event.begin_ns;
       a.endTime = r.event.end_ns;
@@ -179,17 +182,31 @@ class Session final : public libkineto::IActivityProfilerSession {
     if (!options_.device) return;
     // A device runs its programs in launch order: each starts when it was
     // launched or when the one before it on that device was done, whichever
-    // is later, and ends when its outputs were ready (seen by the completion
-    // callback; one that fired before its predecessor's, as independent
-    // programs on XLA:CPU's thread pool can, ends where that one ended).
+    // is later, and ends when its outputs were ready, seen by its completion
+    // callback or, if earlier, by a host read that waited for it or for a
+    // later program on its device (the callback runs on a plugin thread,
+    // which a loaded machine may schedule after the read). One whose
+    // callback fired before its predecessor's, as independent programs on
+    // XLA:CPU's thread pool can, ends where that one ended.
     std::sort(programs.begin(), programs.end(),
               [](const Recorded* a, const Recorded* b) { return a->event.launch < b->event.launch; });
+    std::vector<int64_t> ends(programs.size());
+    std::map<int, int64_t> read_by;  // per device: the earliest read of a later program
+    for (size_t i = programs.size(); i-- > 0;) {
+      const engine::trace::Event& e = programs[i]->event;
+      auto read = read_by.find(e.device);
+      int64_t bound = read == read_by.end() ? e.end_ns : read->second;
+      auto seen = seen_ready.find(e.launch);
+      if (seen != seen_ready.end()) bound = std::min(bound, seen->second);
+      if (seen != seen_ready.end() || read != read_by.end()) read_by[e.device] = bound;
+      ends[i] = std::min(e.end_ns, bound);
+    }
     std::map<int, int64_t> free_at;
-    for (const Recorded* r : programs) {
-      const engine::trace::Event& e = r->event;
+    for (size_t i = 0; i < programs.size(); ++i) {
+      const engine::trace::Event& e = programs[i]->event;
       int64_t& free = free_at[e.device];
       int64_t begin = std::max(e.begin_ns, free);
-      free = std::max(begin, e.end_ns);
+      free = std::max(begin, ends[i]);
       auto& a = add(libkineto::ActivityType::CONCURRENT_KERNEL, e.name);
       a.startTime = begin;
       a.endTime = free;

@@ -59,7 +59,7 @@ std::shared_ptr<pjrt::Event> launch(pjrt::Client& c, const pjrt::Executable& exe
   auto x = testing::upload<float>(c, {1, 2, 3}, PJRT_Buffer_Type_F32, {3});
   int64_t t0 = trace::on() ? trace::now_ns() : 0;
   pjrt::ExecuteResult r = exe.execute({x->get()}, c.device(0));
-  if (t0) trace::launched(&ops, /*Fused*/ 2, &exe, 0, t0, r.done);
+  if (t0) trace::launched(&ops, /*Fused*/ 2, &exe, 0, t0, r.done, r.outputs);
   if (r.done) r.done->await();
   return r.done;
 }
@@ -193,7 +193,7 @@ TEST(EngineTrace, LateCompletionsAreDroppedAndCopiesCarryBytes) {
     Listening on(&first);
     int64_t t0 = trace::now_ns();
     pjrt::ExecuteResult r = exe->execute({x->get()}, c->device(0));
-    trace::launched(&ops, 0, exe.get(), 0, t0, r.done);
+    trace::launched(&ops, 0, exe.get(), 0, t0, r.done, r.outputs);
     trace::listen(&second);  // a new profile before the completion is seen
     done = r.done;
     if (done) done->await();
@@ -218,6 +218,39 @@ TEST(EngineTrace, LateCompletionsAreDroppedAndCopiesCarryBytes) {
   auto syncs = second.of(Kind::kSynchronize);
   ASSERT_EQ(syncs.size(), 1u);
   EXPECT_EQ(arg(syncs[0], "programs_waited"), "3");
+}
+
+// A host read that waited for a traced program's output says when: the
+// profiler bounds that program's device span by it (kineto_profiler.cc).
+TEST(EngineTrace, AReadOfAnOutputBoundsItsProgram) {
+  TPU_REQUIRE_CLIENT(c);
+  Metrics metrics;
+  Cache cache(*c, metrics, "");
+  auto exe = cache.get(program(15));
+  auto x = testing::upload<float>(*c, {1, 2, 3}, PJRT_Buffer_Type_F32, {3});
+  std::vector<OpSite> ops{{"aten::mul.Tensor", nullptr}};
+  Collect sink;
+  {
+    Listening on(&sink);
+    int64_t t0 = trace::now_ns();
+    pjrt::ExecuteResult r = exe->execute({x->get()}, c->device(0));
+    ASSERT_EQ(r.outputs.size(), 1u);
+    trace::launched(&ops, 0, exe.get(), 0, t0, r.done, r.outputs);
+    if (r.done) r.done->await();
+    trace::read_ready(x->get());             // an upload: no traced launch made it
+    int64_t before = trace::now_ns();
+    trace::read_ready(r.outputs[0]->get());  // the launch's output
+    trace::read_ready(r.outputs[0]->get());  // read again: the first read said it
+    EXPECT_TRUE(trace::await_completions(2000));
+    auto launches = sink.of(Kind::kLaunch);
+    auto ready = sink.of(Kind::kReady);
+    ASSERT_EQ(launches.size(), 1u);
+    ASSERT_EQ(ready.size(), r.done ? 1u : 0u);
+    if (r.done) {
+      EXPECT_EQ(ready[0].launch, launches[0].launch);
+      EXPECT_GE(ready[0].end_ns, before);
+    }
+  }
 }
 
 }  // namespace

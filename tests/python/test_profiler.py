@@ -162,6 +162,9 @@ def test_launches_sit_inside_their_ops_on_the_cpu_clock(mode, name):
     # launch returns first); it returns only after that program ran.
     copy = _named(prof, "tpu::copy_to_host")[0]
     assert copy.time_range.end >= spans[-1].time_range.start
+    # The copy waited for the last program: its span ends by then, however
+    # late the plugin's thread ran the completion callback.
+    assert spans[-1].time_range.end <= copy.time_range.end
     assert_same(x, host)
 
 
