@@ -63,6 +63,13 @@ inline Value abs2(Builder& b, Value x) {
   return b.add(b.mul(re, re), b.mul(im, im));
 }
 
+// LAPACK's pivot magnitude (cabs1, what i?amax compares): |re| + |im| in x's
+// real type; |x| for real x.
+inline Value cabs1(Builder& b, Value x) {
+  if (!hlo::is_complex(x.dtype())) return b.abs(x);
+  return b.add(b.abs(real_part(b, x)), b.abs(imag_part(b, x)));
+}
+
 // x's batch dims broadcast to those of `like`, its matrix dims kept.
 inline Value batch_to(Builder& b, Value x, const std::vector<int64_t>& like) {
   std::vector<int64_t> shape(like.begin(), like.end() - 2);

@@ -46,9 +46,7 @@ Value pivot_row(Builder& b, Value col, Value j) {
   int64_t m = col.dim(1);
   Value row = b.iota(TensorType{kI32, col.shape()}, 1);
   Value below = b.compare(Compare::kGE, row, b.broadcast_to(j, row.shape()));
-  Value size = hlo::is_complex(col.dtype())
-                   ? b.add(b.abs(real_part(b, col)), b.abs(imag_part(b, col)))
-                   : b.abs(col);
+  Value size = cabs1(b, col);
   Value mag = b.select(below, size, splat_like(b, -1, size));
   Value top = rows_of(b, reduce_max(b, mag, {1}), m);
   Value none = splat_like(b, static_cast<double>(m), row);

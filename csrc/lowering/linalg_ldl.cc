@@ -1,8 +1,14 @@
 // linalg_ldl_factor_ex: LAPACK's sytf2 (lower) with Bunch–Kaufman pivoting,
 // step for step, so pivots (1-based, negative for 2x2 blocks) and the packed
-// LD agree with CPU; linalg_ldl_solve: LAPACK's sytrs (lower) on them. One matrix at a time (a loop over the batch), each a
-// loop over columns whose pivot choice is data-dependent: both the 1x1 and the
-// 2x2 elimination are computed and one is selected.
+// LD agree with CPU; linalg_ldl_solve: LAPACK's sytrs (lower) on them. One
+// matrix at a time (a loop over the batch), each a loop over columns whose
+// pivot choice is data-dependent: both the 1x1 and the 2x2 elimination are
+// computed and one is selected.
+//
+// Complex matrices: symmetric ones (hermitian=False) as zsytf2/zsytrs, the
+// same steps in complex arithmetic with pivots compared by cabs1; Hermitian
+// ones as zhetf2/zhetrs, which keep the diagonal real, compare a diagonal
+// entry by |its real part| and conjugate what the transpose reads (`herm`).
 #include <cmath>
 
 #include "linalg_common.h"
@@ -49,34 +55,38 @@ struct Pivot {
   Value kp, two, zero;  // i32 pivot row, i1 "2x2 block", i1 "zero pivot"
 };
 
-Pivot choose_pivot(Builder& b, Value a, Value k) {
+Pivot choose_pivot(Builder& b, Value a, Value k, bool herm) {
   int64_t n = a.dim(0);
+  // A diagonal entry's magnitude: a Hermitian one's is |its real part|.
+  auto diagonal_mag = [&](Value v) { return herm ? b.abs(real_part(b, v)) : cabs1(b, v); };
   Value rows = b.iota(TensorType{kI32, {n}}, 0), kb = b.broadcast_to(k, {n});
-  Value x = col_of(b, a, k);
-  Value absakk = b.abs(scalar_at(b, x, k));
-  Value neg = splat_like(b, -1, x);
-  Values cm = arg_max(b, b.select(b.compare(Compare::kGT, rows, kb), b.abs(x), neg));
-  Value colmax = b.max(cm[0], b.constant(x.dtype(), 0)), imax = cm[1];
+  Value x = col_of(b, a, k), mag = cabs1(b, x);
+  ElementType real = mag.dtype();
+  Value absakk = diagonal_mag(scalar_at(b, x, k));
+  Value neg = splat_like(b, -1, mag);
+  Values cm = arg_max(b, b.select(b.compare(Compare::kGT, rows, kb), mag, neg));
+  Value colmax = b.max(cm[0], b.constant(real, 0)), imax = cm[1];
   Value ib = b.broadcast_to(imax, {n});
   Value r = b.select(b.compare(Compare::kLT, rows, ib), row_of(b, a, imax), col_of(b, a, imax));
   Value valid = b.and_(b.compare(Compare::kGE, rows, kb), b.compare(Compare::kNE, rows, ib));
-  Value rowmax = reduce_max(b, b.select(valid, b.abs(r), splat_like(b, 0, r)), {0});
-  double alpha_d = x.dtype() == ElementType::kF64 ? (1 + std::sqrt(17.0)) / 8
-                                                   : (1.0f + std::sqrt(17.0f)) / 8.0f;
-  Value alpha = b.constant(x.dtype(), alpha_d);
-  Value zero = b.or_(b.compare(Compare::kEQ, b.max(absakk, colmax), b.constant(x.dtype(), 0)),
+  Value rowmax = reduce_max(b, b.select(valid, cabs1(b, r), splat_like(b, 0, mag)), {0});
+  double alpha_d = real == ElementType::kF64 ? (1 + std::sqrt(17.0)) / 8
+                                             : (1.0f + std::sqrt(17.0f)) / 8.0f;
+  Value alpha = b.constant(real, alpha_d);
+  Value zero = b.or_(b.compare(Compare::kEQ, b.max(absakk, colmax), b.constant(real, 0)),
                      b.compare(Compare::kNE, absakk, absakk));
   Value c1 = b.compare(Compare::kGE, absakk, b.mul(alpha, colmax));
   Value c2 = b.compare(Compare::kGE, absakk, b.mul(b.mul(alpha, colmax), b.div(colmax, rowmax)));
-  Value c3 = b.compare(Compare::kGE, b.abs(elem(b, a, imax, imax)), b.mul(alpha, rowmax));
+  Value c3 = b.compare(Compare::kGE, diagonal_mag(elem(b, a, imax, imax)), b.mul(alpha, rowmax));
   Value keep = b.or_(zero, b.or_(c1, c2));
   return {b.select(keep, k, imax), b.and_(b.not_(keep), b.not_(c3)), zero};
 }
 
 // Rows and columns kk and kp of the trailing block (>= k) interchanged.
-Value interchange(Builder& b, Value a, Value k, Value kk, Value kp) {
+Value interchange(Builder& b, Value a, Value k, Value kk, Value kp, bool herm) {
   int64_t n = a.dim(0);
-  Value full = b.select(triangle_mask(b, a.shape(), true), a, transpose_last(b, a));
+  Value upper = herm ? adjoint_last(b, a) : transpose_last(b, a);
+  Value full = b.select(triangle_mask(b, a.shape(), true), a, upper);
   Value rows = b.iota(TensorType{kI32, {n}}, 0);
   Value kkb = b.broadcast_to(kk, {n}), kpb = b.broadcast_to(kp, {n});
   Value p = b.select(b.compare(Compare::kEQ, rows, kkb), kpb,
@@ -88,9 +98,18 @@ Value interchange(Builder& b, Value a, Value k, Value kk, Value kp) {
   return b.select(trail, swapped, a);
 }
 
-Value outer(Builder& b, Value u, Value v) {
+// u vᵀ; u vᴴ for a Hermitian update.
+Value outer(Builder& b, Value u, Value v, bool herm = false) {
   int64_t n = u.dim(0);
+  if (herm) v = conj(b, v);
   return b.mul(b.broadcast_in_dim(u, {n, n}, {0}), b.broadcast_in_dim(v, {n, n}, {1}));
+}
+
+// a with its diagonal's imaginary parts zeroed (zhetf2 keeps it real).
+Value real_diagonal(Builder& b, Value a) {
+  TensorType idx{kI32, a.shape()};
+  Value on = b.compare(Compare::kEQ, b.iota(idx, 0), b.iota(idx, 1));
+  return b.select(on, b.convert(real_part(b, a), a.dtype()), a);
 }
 
 // Masks of rows > m (vector) and of the block rows, cols > m.
@@ -111,44 +130,57 @@ Value set_col(Builder& b, Value a, Value j, Value v, Value rows) {
   return b.select(put, b.broadcast_in_dim(v, {n, n}, {0}), a);
 }
 
-// A 1x1 pivot at k: the rank-1 update (syr) and the scaled column.
-Value eliminate1(Builder& b, Value a, Value k) {
+// A 1x1 pivot at k: the rank-1 update (syr, her) and the scaled column.
+Value eliminate1(Builder& b, Value a, Value k, bool herm) {
   int64_t n = a.dim(0);
   Value below = after(b, k, n);
   Value x = b.select(below, col_of(b, a, k), b.zeros(TensorType{a.dtype(), {n}}));
   Value d11 = b.div(b.constant(a.dtype(), 1), elem(b, a, k, k));
   Value t = b.mul(b.broadcast_to(b.neg(d11), {n}), x);
-  Value updated = b.select(block_after(b, k, n), b.add(a, outer(b, x, t)), a);
+  Value updated = b.select(block_after(b, k, n), b.add(a, outer(b, x, t, herm)), a);
   return set_col(b, updated, k, b.mul(b.broadcast_to(d11, {n}), x), below);
 }
 
 // A 2x2 pivot at (k, k+1): the rank-2 update and the two columns of L.
-Value eliminate2(Builder& b, Value a, Value k) {
+Value eliminate2(Builder& b, Value a, Value k, bool herm) {
   int64_t n = a.dim(0);
   Value k1 = b.add(k, i32(b, 1));
   Value below = after(b, k1, n);
   Value zeros = b.zeros(TensorType{a.dtype(), {n}});
   Value ak = b.select(below, col_of(b, a, k), zeros), ak1 = b.select(below, col_of(b, a, k1), zeros);
-  Value d21 = elem(b, a, k1, k);
-  Value d11 = b.div(elem(b, a, k1, k1), d21), d22 = b.div(elem(b, a, k, k), d21);
-  Value t = b.div(b.constant(a.dtype(), 1), b.sub(b.mul(d11, d22), b.constant(a.dtype(), 1)));
-  Value s = b.broadcast_to(b.div(t, d21), {n});
-  Value wk = b.mul(s, b.sub(b.mul(b.broadcast_to(d11, {n}), ak), ak1));
-  Value wk1 = b.mul(s, b.sub(b.mul(b.broadcast_to(d22, {n}), ak1), ak));
-  Value upd = b.sub(b.sub(a, outer(b, ak, wk)), outer(b, ak1, wk1));
+  Value wk, wk1;
+  auto bn = [&](Value v) { return b.broadcast_to(v, {n}); };
+  if (herm) {  // zhetf2: the block scaled by |d21|, its diagonal real
+    Value d21 = elem(b, a, k1, k);
+    Value d = b.convert(b.sqrt(abs2(b, d21)), a.dtype());
+    Value d11 = b.div(b.convert(real_part(b, elem(b, a, k1, k1)), a.dtype()), d);
+    Value d22 = b.div(b.convert(real_part(b, elem(b, a, k, k)), a.dtype()), d);
+    Value tt = b.div(b.constant(a.dtype(), 1), b.sub(b.mul(d11, d22), b.constant(a.dtype(), 1)));
+    Value u = b.div(d21, d), s = bn(b.div(tt, d));
+    wk = b.mul(s, b.sub(b.mul(bn(d11), ak), b.mul(bn(u), ak1)));
+    wk1 = b.mul(s, b.sub(b.mul(bn(d22), ak1), b.mul(bn(conj(b, u)), ak)));
+  } else {
+    Value d21 = elem(b, a, k1, k);
+    Value d11 = b.div(elem(b, a, k1, k1), d21), d22 = b.div(elem(b, a, k, k), d21);
+    Value t = b.div(b.constant(a.dtype(), 1), b.sub(b.mul(d11, d22), b.constant(a.dtype(), 1)));
+    Value s = bn(b.div(t, d21));
+    wk = b.mul(s, b.sub(b.mul(bn(d11), ak), ak1));
+    wk1 = b.mul(s, b.sub(b.mul(bn(d22), ak1), ak));
+  }
+  Value upd = b.sub(b.sub(a, outer(b, ak, wk, herm)), outer(b, ak1, wk1, herm));
   Value updated = b.select(block_after(b, k1, n), upd, a);
   return set_col(b, set_col(b, updated, k, wk, below), k1, wk1, below);
 }
 
-// One sytf2 step: state {k, a, pivots, info} → the next.
-Values ldl_step(Builder& b, const Values& s) {
-  Value k = s[0], a = s[1];
-  Pivot p = choose_pivot(b, a, k);
+// One sytf2 (hetf2) step: state {k, a, pivots, info} → the next.
+Values ldl_step(Builder& b, const Values& s, bool herm) {
+  Value k = s[0], a = herm ? real_diagonal(b, s[1]) : s[1];
+  Pivot p = choose_pivot(b, a, k, herm);
   Value one = i32(b, 1);
   Value kstep = b.select(p.two, i32(b, 2), one);
   Value kk = b.sub(b.add(k, kstep), one);
-  a = interchange(b, a, k, kk, p.kp);
-  Value a1 = eliminate1(b, a, k), a2 = eliminate2(b, a, k);
+  a = interchange(b, a, k, kk, p.kp, herm);
+  Value a1 = eliminate1(b, a, k, herm), a2 = eliminate2(b, a, k, herm);
   a = b.select(p.zero, a, b.select(p.two, a2, a1));
   int64_t n = a.dim(0);
   Value kp1 = b.add(p.kp, one);
@@ -162,20 +194,22 @@ Values ldl_step(Builder& b, const Values& s) {
   return {b.add(k, kstep), a, piv, info};
 }
 
-// sytf2 of one matrix a [n, n] → {tril(LD), pivots [n], info}.
-Values ldl_one(Builder& b, Value a) {
+// sytf2 (hetf2) of one matrix a [n, n] → {tril(LD), pivots [n], info}.
+Values ldl_one(Builder& b, Value a, bool herm) {
   int64_t n = a.dim(0);
   Values init{i32(b, 0), a, b.zeros(TensorType{kI32, {n}}), i32(b, 0)};
   Values out = b.while_loop(
       init, [n](Builder& w, const Values& s) { return Values{w.compare(Compare::kLT, s[0], i32(w, n))}; },
-      [](Builder& w, const Values& s) { return ldl_step(w, s); });
-  return {triangle(b, out[1], true), out[2], out[3]};
+      [herm](Builder& w, const Values& s) { return ldl_step(w, s, herm); });
+  Value ld = herm ? real_diagonal(b, out[1]) : out[1];
+  return {triangle(b, ld, true), out[2], out[3]};
 }
 
 // linalg_ldl_factor_ex(self, hermitian, check_errors) → (LD, pivots, info).
 Values ldl_factor_ex(Context& c, const Args& a) {
   Value x = a[0].tensor;
-  require_real(c, x);
+  require_floating(c, x);
+  bool herm = a[1].b && hlo::is_complex(x.dtype());  // real: symmetric either way
   if (a[2].b) throw Unsupported(c.op + " with check_errors=True");
   int64_t n = x.dim(x.rank() - 1), B = product(batch_dims(x));
   if (B * n == 0) return {c.b.zeros(c.out(0)), c.b.zeros(c.out(1)), c.b.zeros(c.out(2))};
@@ -183,10 +217,10 @@ Values ldl_factor_ex(Context& c, const Args& a) {
   Values init{i32(c.b, 0), xs, c.b.zeros(TensorType{kI32, {B, n}}), c.b.zeros(TensorType{kI32, {B}})};
   Values out = c.b.while_loop(
       init, [B](Builder& w, const Values& s) { return Values{w.compare(Compare::kLT, s[0], i32(w, B))}; },
-      [n](Builder& w, const Values& s) {
+      [n, herm](Builder& w, const Values& s) {
         Value z = i32(w, 0);
         Value m = w.reshape(w.dynamic_slice(s[1], {s[0], z, z}, {1, n, n}), {n, n});
-        Values r = ldl_one(w, m);
+        Values r = ldl_one(w, m, herm);
         return Values{w.add(s[0], i32(w, 1)),
                       w.dynamic_update_slice(s[1], w.reshape(r[0], {1, n, n}), {s[0], z, z}),
                       w.dynamic_update_slice(s[2], w.reshape(r[1], {1, n}), {s[0], z}),
@@ -224,15 +258,17 @@ Value ger(Builder& b, Value x, Value col, Value i) {
   return b.add(x, b.mul(b.broadcast_in_dim(col, {n, m}, {0}), b.broadcast_in_dim(b.neg(xi), {n, m}, {1})));
 }
 
-// Row i of x minus colᵀ x (LAPACK's gemv with alpha = -1, beta = 1).
-Value gemv_row(Builder& b, Value x, Value col, Value i) {
+// Row i of x minus colᵀ x (LAPACK's gemv with alpha = -1, beta = 1);
+// minus colᴴ x for a Hermitian factor.
+Value gemv_row(Builder& b, Value x, Value col, Value i, bool herm) {
   int64_t n = x.dim(0), m = x.dim(1);
+  if (herm) col = conj(b, col);
   Value dot = reduce_sum(b, b.mul(x, b.broadcast_in_dim(col, {n, m}, {0})), {0});
   return set_row(b, x, i, b.sub(row_of(b, x, i), dot));
 }
 
 // Forward step k of L D y = b: state {k, x} → the next.
-Values solve_forward(Builder& b, Value ld, Value piv, const Values& s) {
+Values solve_forward(Builder& b, Value ld, Value piv, const Values& s, bool herm) {
   Value k = s[0], x = s[1], one = i32(b, 1), k1 = b.add(k, one);
   Value p = scalar_at(b, piv, k);
   Value two = b.compare(Compare::kLT, p, i32(b, 0));
@@ -242,36 +278,39 @@ Values solve_forward(Builder& b, Value ld, Value piv, const Values& s) {
   x1 = set_row(b, x1, k, b.mul(b.broadcast_to(r, {x.dim(1)}), row_of(b, x1, k)));
   Value x2 = swap_rows(b, x, k1, b.sub(b.neg(p), one));
   x2 = ger(b, ger(b, x2, factor_col(b, ld, k, k1), k), factor_col(b, ld, k1, k1), k1);
-  Value akm1k = elem(b, ld, k1, k);
-  Value akm1 = b.div(elem(b, ld, k, k), akm1k), ak = b.div(elem(b, ld, k1, k1), akm1k);
+  // The block's lower entry, and its upper one (the conjugate if Hermitian)
+  // that row k is divided by.
+  Value akm1k = elem(b, ld, k1, k), upper = herm ? conj(b, akm1k) : akm1k;
+  Value akm1 = b.div(elem(b, ld, k, k), upper), ak = b.div(elem(b, ld, k1, k1), akm1k);
   Value denom = b.sub(b.mul(akm1, ak), b.constant(x.dtype(), 1));
   int64_t m = x.dim(1);
   auto bc = [&](Value v) { return b.broadcast_to(v, {m}); };
-  Value bkm1 = b.div(row_of(b, x2, k), bc(akm1k)), bk = b.div(row_of(b, x2, k1), bc(akm1k));
+  Value bkm1 = b.div(row_of(b, x2, k), bc(upper)), bk = b.div(row_of(b, x2, k1), bc(akm1k));
   x2 = set_row(b, x2, k, b.div(b.sub(b.mul(bc(ak), bkm1), bk), bc(denom)));
   x2 = set_row(b, x2, k1, b.div(b.sub(b.mul(bc(akm1), bk), bkm1), bc(denom)));
   return {b.add(k, b.select(two, i32(b, 2), one)), b.select(two, x2, x1)};
 }
 
-// Backward step k of Lᵀ x = y (k descending): state {k, x} → the next.
-Values solve_backward(Builder& b, Value ld, Value piv, const Values& s) {
+// Backward step k of Lᵀ x = y (Lᴴ if Hermitian; k descending): state {k, x}
+// → the next.
+Values solve_backward(Builder& b, Value ld, Value piv, const Values& s, bool herm) {
   Value k = s[0], x = s[1], one = i32(b, 1), km1 = b.sub(k, one);
   Value p = scalar_at(b, piv, k);
   Value two = b.compare(Compare::kLT, p, i32(b, 0));
-  Value y = gemv_row(b, x, factor_col(b, ld, k, k), k);
-  Value y2 = gemv_row(b, y, factor_col(b, ld, km1, k), km1);
+  Value y = gemv_row(b, x, factor_col(b, ld, k, k), k, herm);
+  Value y2 = gemv_row(b, y, factor_col(b, ld, km1, k), km1, herm);
   y = b.select(two, y2, y);
   Value kp = b.select(two, b.sub(b.neg(p), one), b.sub(p, one));
   return {b.sub(k, b.select(two, i32(b, 2), one)), swap_rows(b, y, k, kp)};
 }
 
 // Loop state {k, x, ld, pivots}: the factor travels through the loop.
-Value ldl_solve_one(Builder& b, Value ld, Value piv, Value x) {
+Value ldl_solve_one(Builder& b, Value ld, Value piv, Value x, bool herm) {
   int64_t n = ld.dim(0);
-  using Step = Values (*)(Builder&, Value, Value, const Values&);
-  auto body = [](Step step) {
-    return [step](Builder& w, const Values& s) {
-      Values next = step(w, s[2], s[3], {s[0], s[1]});
+  using Step = Values (*)(Builder&, Value, Value, const Values&, bool);
+  auto body = [herm](Step step) {
+    return [step, herm](Builder& w, const Values& s) {
+      Values next = step(w, s[2], s[3], {s[0], s[1]}, herm);
       return Values{next[0], next[1], s[2], s[3]};
     };
   };
@@ -288,7 +327,8 @@ Value ldl_solve_one(Builder& b, Value ld, Value piv, Value x) {
 // linalg_ldl_solve(LD, pivots, B, hermitian) → X, batches broadcast.
 Values ldl_solve(Context& c, const Args& a) {
   Value ld = a[0].tensor, piv = a[1].tensor, rhs = a[2].tensor;
-  require_real(c, ld);
+  require_floating(c, ld);
+  bool herm = a[3].b && hlo::is_complex(ld.dtype());
   const auto& shape = c.out().shape;
   int64_t r = static_cast<int64_t>(shape.size()), n = shape[r - 2], m = shape[r - 1];
   std::vector<int64_t> batch(shape.begin(), shape.end() - 2);
@@ -301,12 +341,12 @@ Values ldl_solve(Context& c, const Args& a) {
   Value out = c.b.while_loop(
       {i32(c.b, 0), xs, lds, ps},
       [B](Builder& w, const Values& s) { return Values{w.compare(Compare::kLT, s[0], i32(w, B))}; },
-      [n, m](Builder& w, const Values& s) {
+      [n, m, herm](Builder& w, const Values& s) {
         Value z = i32(w, 0);
         Value l1 = w.reshape(w.dynamic_slice(s[2], {s[0], z, z}, {1, n, n}), {n, n});
         Value p1 = w.reshape(w.dynamic_slice(s[3], {s[0], z}, {1, n}), {n});
         Value x1 = w.reshape(w.dynamic_slice(s[1], {s[0], z, z}, {1, n, m}), {n, m});
-        Value y = w.reshape(ldl_solve_one(w, l1, p1, x1), {1, n, m});
+        Value y = w.reshape(ldl_solve_one(w, l1, p1, x1, herm), {1, n, m});
         return Values{w.add(s[0], i32(w, 1)), w.dynamic_update_slice(s[1], y, {s[0], z, z}), s[2], s[3]};
       })[1];
   return {c.b.reshape(out, c.out().shape)};

@@ -91,3 +91,48 @@ def test_ldl_solve(highest_precision):
     ld, piv, _ = torch.linalg.ldl_factor_ex(_symmetric(3, 5, 5))
     check(torch.linalg.ldl_solve, ld, piv, torch.randn(3, 5, 2), atol=1e-4, rtol=1e-4)
     check(torch.linalg.ldl_solve, ld[0], piv[0], torch.randn(2, 5, 3), atol=1e-4, rtol=1e-4)
+
+
+def _self_adjoint(n, dtype, hermitian, seed):
+    torch.manual_seed(seed)
+    a = torch.randn(3, n, n, dtype=dtype)
+    return a + (a.mH if hermitian else a.mT)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_complex_ldl_factor_and_solve_match_cpu(dtype, hermitian):
+    """zsytf2/zsytrs (complex symmetric) and zhetf2/zhetrs (Hermitian: a real
+    diagonal, pivots by |re| + |im| and a diagonal's |real part|): pivots
+    equal CPU's, and 1x1 swaps and 2x2 blocks both occur."""
+    tol = 1e-4 if dtype == torch.complex64 else 1e-10
+    pivots = []
+    for seed, n in [(1, 5), (2, 8), (3, 6)]:
+        a = _self_adjoint(n, dtype, hermitian, seed)
+        a[1, 0, 0] = 0  # a 2x2 block first
+        ld, piv, info = torch.linalg.ldl_factor_ex(a, hermitian=hermitian)
+        pivots.append(piv)
+        got = torch.linalg.ldl_factor_ex(a.to("tpu"), hermitian=hermitian)
+        assert torch.equal(got.pivots.cpu(), piv) and torch.equal(got.info.cpu(), info)
+        torch.testing.assert_close(got.LD.cpu(), ld, atol=tol, rtol=tol)
+        if hermitian:
+            assert torch.equal(got.LD.cpu().diagonal(dim1=-2, dim2=-1).imag, torch.zeros(3, n, dtype=ld.real.dtype))
+        rhs = torch.randn(3, n, 2, dtype=dtype)
+        x = torch.linalg.ldl_solve(ld, piv, rhs, hermitian=hermitian)
+        got_x = torch.linalg.ldl_solve(got.LD, got.pivots, rhs.to("tpu"), hermitian=hermitian)
+        torch.testing.assert_close(got_x.cpu(), x, atol=tol * 10, rtol=tol * 10)
+    blocks = any((p < 0).any() for p in pivots)
+    swaps = any(((p > 0) & (p != torch.arange(1, p.shape[-1] + 1, dtype=p.dtype))).any() for p in pivots)
+    assert blocks and swaps
+
+
+def test_complex_ldl_solve_of_a_hermitian_factor_is_the_hermitian_solve():
+    """ldl_solve(hermitian=True) solves A x = b for the Hermitian A the factor
+    came from; the symmetric solve of the same factor does not."""
+    a = _self_adjoint(6, torch.complex128, True, 4)
+    b = torch.randn(3, 6, 1, dtype=torch.complex128)
+    f = torch.linalg.ldl_factor_ex(a.to("tpu"), hermitian=True)
+    x = torch.linalg.ldl_solve(f.LD, f.pivots, b.to("tpu"), hermitian=True).cpu()
+    torch.testing.assert_close(a @ x, b, atol=1e-10, rtol=1e-10)
+    wrong = torch.linalg.ldl_solve(f.LD, f.pivots, b.to("tpu"), hermitian=False).cpu()
+    assert (a @ wrong - b).abs().max() > 1e-3
