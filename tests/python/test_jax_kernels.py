@@ -87,6 +87,26 @@ def test_pallas_flash_attention_forward_and_backward_equal_cpu(mode):
     assert_same(grads, ref_grads, atol=1e-4, rtol=1e-4)
 
 
+def test_a_compiled_kernel_called_at_new_sizes_compiles_again():
+    """A kernel has one export per input signature. Called through
+    torch.compile at a second size, Dynamo makes the size dynamic on its own
+    (automatic dynamic shapes; it also did when another kernel op had been
+    compiled at other sizes: they share KernelOp.__call__): the kernel's fake
+    function specializes it, a guard, instead of failing the call. A size the
+    user marked dynamic is refused by Dynamo, naming it."""
+    torch._dynamo.reset()
+    fn = torch.compile(rms_norm, backend="tpu")
+    w = torch.randn(32)
+    for n in (8, 16, 24):
+        x = torch.randn(n, 32)
+        assert_same(fn(x.to("tpu"), w.to("tpu")), example.rms_norm_reference(x, w), atol=1e-5, rtol=1e-5)
+    x = torch.randn(40, 32, device="tpu")
+    torch._dynamo.mark_dynamic(x, 0)
+    with pytest.raises(Exception, match=r"marked .*size\(\)\[0\] as dynamic"):
+        fn(x, w.to("tpu"))
+    torch._dynamo.reset()
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_jax_numpy_kernel_with_vjp_equals_cpu(mode):
     x, y = _inputs((4, 8), (4, 8), seed=1)

@@ -126,10 +126,11 @@ class KernelOp:
         return self._outputs[signature]
 
     def _fake(self, *args):
-        for t in args:
-            if any(isinstance(d, torch.SymInt) for d in t.shape):
-                raise ValueError(f"the kernel {self.name} has static shapes (one export per input "
-                                 "signature): mark no dimension of its inputs dynamic")
+        # One export per input signature: a dimension Dynamo made dynamic on
+        # its own (automatic dynamic shapes, after a call at another size)
+        # is specialized to its value by signature_of's int(), a guard that
+        # compiles again for another size. A dimension the user marked
+        # dynamic cannot be: Dynamo then says which one.
         outputs = self.outputs_for(signature_of(args))
         device = args[0].device if args else torch.device("meta")
         results = [torch.empty(s, dtype=torch_dtype(d), device=device) for d, s in outputs]
