@@ -31,8 +31,10 @@ PY="${PYTHON:-python3}"
 # `pip install --dry-run "torch==2.13.0" <pkg>` to keep the torch pin.
 # triton: TorchTitan 0.3.0 imports it unconditionally (its expert-parallel
 # kernels) without declaring it; it depends on nothing (no torch).
+# pytest-xdist: scripts/test.sh runs the test files on one worker per core
+# (adds execnet; no torch).
 .venv/bin/pip install -q --disable-pip-version-check \
-  "torch==2.13.0" "xla-cpu-pjrt" numpy pytest ninja "cmake>=3.18" setuptools wheel \
+  "torch==2.13.0" "xla-cpu-pjrt" numpy pytest "pytest-xdist==3.8.0" ninja "cmake>=3.18" setuptools wheel \
   "transformers==5.24.0" "accelerate==1.15.0" "ray[train]==2.60.0" "torchtitan==0.3.0" \
   "triton==3.9.0"
 # jax/jaxlib: authoring-time only (the `pallas` extra): torch.tpu.pallas.jax_op

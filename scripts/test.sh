@@ -13,7 +13,10 @@ if [ -x build/cmake/tpu_cpp_tests ]; then
 else
   echo "test: GoogleTest not available; C++ tier skipped"
 fi
-.venv/bin/python -m pytest -q -p no:cacheprovider tests/python tests/conformance "$@"
+# One worker per core, each test file on one worker (a file's tests share
+# their module's setup): 61 -> 43 minutes on two cores.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile \
+  tests/python tests/conformance "$@"
 rc=$?
 # pytest exits 5 when it collected no tests: that is not a pass.
 if [ $rc -eq 5 ]; then echo "test: pytest collected no tests"; status=1; fi
