@@ -22,11 +22,6 @@ inline int64_t product(const std::vector<int64_t>& v) {
   return p;
 }
 
-inline void require_real(const Context& c, Value x) {
-  if (!hlo::is_float(x.dtype()) || hlo::is_complex(x.dtype()))
-    throw Unsupported(c.op + " on " + x.type().str() + " (real floating point only)");
-}
-
 // Real or complex floating point (the factorizations written for both).
 inline void require_floating(const Context& c, Value x) {
   if (!hlo::is_float(x.dtype()) && !hlo::is_complex(x.dtype()))
