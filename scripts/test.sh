@@ -14,7 +14,7 @@ else
   echo "test: GoogleTest not available; C++ tier skipped"
 fi
 # One worker per core, each test file on one worker (a file's tests share
-# their module's setup): 61 -> 43 minutes on two cores.
+# their module's setup): 61 -> 40-43 minutes on two cores.
 .venv/bin/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile \
   tests/python tests/conformance "$@"
 rc=$?
