@@ -148,22 +148,19 @@ Value eliminate2(Builder& b, Value a, Value k, bool herm) {
   Value below = after(b, k1, n);
   Value zeros = b.zeros(TensorType{a.dtype(), {n}});
   Value ak = b.select(below, col_of(b, a, k), zeros), ak1 = b.select(below, col_of(b, a, k1), zeros);
-  Value wk, wk1;
+  Value wk, wk1, d21 = elem(b, a, k1, k), one = b.constant(a.dtype(), 1);
   auto bn = [&](Value v) { return b.broadcast_to(v, {n}); };
+  auto inv_det = [&](Value d11, Value d22) { return b.div(one, b.sub(b.mul(d11, d22), one)); };
   if (herm) {  // zhetf2: the block scaled by |d21|, its diagonal real
-    Value d21 = elem(b, a, k1, k);
     Value d = b.convert(b.sqrt(abs2(b, d21)), a.dtype());
     Value d11 = b.div(b.convert(real_part(b, elem(b, a, k1, k1)), a.dtype()), d);
     Value d22 = b.div(b.convert(real_part(b, elem(b, a, k, k)), a.dtype()), d);
-    Value tt = b.div(b.constant(a.dtype(), 1), b.sub(b.mul(d11, d22), b.constant(a.dtype(), 1)));
-    Value u = b.div(d21, d), s = bn(b.div(tt, d));
+    Value u = b.div(d21, d), s = bn(b.div(inv_det(d11, d22), d));
     wk = b.mul(s, b.sub(b.mul(bn(d11), ak), b.mul(bn(u), ak1)));
     wk1 = b.mul(s, b.sub(b.mul(bn(d22), ak1), b.mul(bn(conj(b, u)), ak)));
   } else {
-    Value d21 = elem(b, a, k1, k);
     Value d11 = b.div(elem(b, a, k1, k1), d21), d22 = b.div(elem(b, a, k, k), d21);
-    Value t = b.div(b.constant(a.dtype(), 1), b.sub(b.mul(d11, d22), b.constant(a.dtype(), 1)));
-    Value s = bn(b.div(t, d21));
+    Value s = bn(b.div(inv_det(d11, d22), d21));
     wk = b.mul(s, b.sub(b.mul(bn(d11), ak), ak1));
     wk1 = b.mul(s, b.sub(b.mul(bn(d22), ak1), ak));
   }
