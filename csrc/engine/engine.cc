@@ -785,6 +785,21 @@ std::vector<std::shared_ptr<pjrt::Event>> Engine::mark() {
   return launcher_->unfinished();
 }
 
+void Engine::stop_background() {
+  std::deque<Launcher::InFlight> launches;
+  {
+    auto guard = lock();
+    launches = launcher_->take_in_flight();
+  }
+  std::vector<bool> failed = Launcher::await(launches);  // without the lock
+  {
+    auto guard = lock();
+    launcher_->settle(launches, failed);
+  }
+  join_warmup();
+  cache_->stop_background();
+}
+
 void Engine::synchronize() {
   watcher_.new_run();
   int64_t traced = trace::on() ? trace::now_ns() : 0;

@@ -75,12 +75,14 @@ class Engine {
   void join_warmup() {
     if (warmup_) warmup_->join();
   }
-  // At exit: the warm-up and the running background compile finish, queued
-  // ones are dropped (no compile may be in the plugin when its statics go).
-  void stop_background() {
-    join_warmup();
-    cache_->stop_background();
-  }
+  // At exit: the launched programs still running finish (a training step's
+  // backward and optimizer programs, say, after a script's last read waited
+  // only for its loss), then the warm-up and the running background compile;
+  // queued compiles are dropped. Nothing may run in the plugin when its
+  // statics go: XLA:CPU's exit handlers free the JIT code of its oneDNN
+  // kernels, and a program still in one crashed the process. Failures of
+  // those programs are not raised (nothing reads their results).
+  void stop_background();
   int device_count() const { return client_->device_count(); }
 
   // Recording (callers hold lock()).
