@@ -2,6 +2,8 @@
 
 #include "trace.h"
 #include "xla_cpu/bf16_dots.h"
+#include "xla_cpu/flags.h"
+#include "xla_cpu/partitions.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -160,6 +162,15 @@ pjrt::ExecutablePtr Cache::lookup_exact(const hlo::Fingerprint& key) {
   return it->second.exe;
 }
 
+pjrt::ExecutablePtr Cache::compile(const std::string& program, bool quick,
+                                   const OverridesPtr& overrides) {
+  const pjrt::CompileOverrides& given = overrides ? *overrides : kNoOverrides;
+  if (!unpartitioned_small_) return xla_cpu::compile_checked(client_, program, quick, given);
+  return xla_cpu::compile_checked(
+      client_, program, quick,
+      xla_cpu::unpartitioned_if_small(program, given, xla_cpu::disabled_passes()));
+}
+
 void Cache::note_hit(const hlo::Fingerprint& key, Entry& entry) {
   if (++entry.hits != kHotUses) return;
   background_.submit([this, key, program = entry.quick_program, overrides = entry.overrides] {
@@ -196,8 +207,7 @@ void Cache::upgrade(const hlo::Fingerprint& key, const std::shared_ptr<const std
   int64_t traced = trace::on() ? trace::now_ns() : 0;
   pjrt::ExecutablePtr exe;
   try {
-    exe = xla_cpu::compile_checked(client_, *program, /*quick=*/false,
-                                   overrides ? *overrides : kNoOverrides);
+    exe = compile(*program, /*quick=*/false, overrides);
   } catch (const pjrt::Error&) {
     metrics_.count("tier_upgrade_failures");  // the quick executable stays
     return;
@@ -333,8 +343,7 @@ pjrt::ExecutablePtr Cache::get(const hlo::Fingerprint& program_key, const std::s
     count_disk_hit(key, load_start, traced, program.size());
   } else {
     auto start = std::chrono::steady_clock::now();
-    exe = xla_cpu::compile_checked(client_, program, /*quick=*/tiered,
-                                   overrides ? *overrides : kNoOverrides);
+    exe = compile(program, /*quick=*/tiered, overrides);
     if (tiered) quick = std::make_shared<const std::string>(program);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -379,7 +388,7 @@ pjrt::ExecutablePtr Cache::get_uncounted(const std::string& program) {
   std::string path = path_of(program);
   if (pjrt::ExecutablePtr exe = path.empty() ? nullptr : load(path, program, /*caller=*/false))
     return exe;
-  pjrt::ExecutablePtr exe = xla_cpu::compile_checked(client_, program);
+  pjrt::ExecutablePtr exe = compile(program, /*quick=*/false, nullptr);
   if (!path.empty()) store(path, program, *exe, /*counted=*/false);
   return exe;
 }

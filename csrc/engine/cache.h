@@ -131,6 +131,10 @@ class Cache {
   enum class Tiering { kOff, kRecompiles, kAll };
   void set_tiering(Tiering t) { tiering_ = t; }
   Tiering tiering() const { return tiering_; }
+  // XLA:CPU: programs whose arrays are all small compile without loop
+  // partitions (xla_cpu/partitions.h). Off by default (the engine sets it
+  // from its target profile).
+  void set_unpartitioned_small(bool on) { unpartitioned_small_ = on; }
   // Asked at each compile: whether a quick one may be made now.
   void set_quick_allowed(std::function<bool()> allowed) { quick_allowed_ = std::move(allowed); }
   // Waits for the optimizing compiles queued so far.
@@ -156,6 +160,10 @@ class Cache {
   void stop_background() { background_.stop(); }
 
  private:
+  // Every compile: the plugin's, with the workarounds of xla_cpu/ (checked
+  // bf16 dots, unpartitioned small programs).
+  pjrt::ExecutablePtr compile(const std::string& program, bool quick,
+                              const OverridesPtr& overrides);
   // `key` with the calling thread's overrides mixed in.
   static hlo::Fingerprint with_overrides(const hlo::Fingerprint& key);
   // A text's key, apart from builder fingerprints (its lanes are text hashes).
@@ -215,6 +223,7 @@ class Cache {
   std::set<std::string> warned_;                  // paths warned about
   std::vector<std::string> pending_warnings_;
   Tiering tiering_ = Tiering::kOff;
+  bool unpartitioned_small_ = false;
   std::function<bool()> quick_allowed_;
   std::atomic<bool> break_next_{false};  // break_next_background_compile
   Background background_;  // last: stopped before the members its jobs use go

@@ -99,6 +99,7 @@ Engine::Engine() {
   // (quick code ran a small GPT's forward ~3x slower until its upgrade
   // landed, seconds later on two busy cores).
   cache_->set_tiering(target_.xla_cpu ? tiering : Cache::Tiering::kOff);
+  cache_->set_unpartitioned_small(target_.unpartitioned_small_programs);
   if (const char* d = std::getenv("TORCH_TPU_DEFER_LOWERING")) defer_lowering_ = std::strcmp(d, "0") != 0;
   if (const char* c = std::getenv("TORCH_TPU_INDEX_CHECKS")) checks_ = std::strcmp(c, "0") != 0;
   if (const char* a = std::getenv("TORCH_TPU_ASYNC_COMPILE")) async_compile_ = std::strcmp(a, "1") == 0;

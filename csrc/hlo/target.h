@@ -48,6 +48,10 @@ struct Target {
   // task on its thread pool, one more thread hand-off: `x.cpu()` of a ready
   // 128-float tensor took 43 us, now 3.
   bool host_memory_buffers = false;
+  // A program whose parameters and results are all small compiles without
+  // XLA:CPU's loop partitions (engine/xla_cpu/partitions.h): for small
+  // arrays the thread hand-offs cost more than the parts save.
+  bool unpartitioned_small_programs = false;
 
   // CPU numerics quirks: the host's CPU PyTorch kernels whose rounding the
   // lowerings reproduce. Unset (no torch, as in the C++ tests): the common
@@ -70,6 +74,7 @@ struct Target {
     t.checked_bf16_dots = t.xla_cpu || t.bf16_split_dots;
     t.shaped_results = t.xla_cpu;
     t.host_memory_buffers = t.xla_cpu;
+    t.unpartitioned_small_programs = t.xla_cpu;
     return t;
   }
 };

@@ -24,4 +24,17 @@ void tune_flags() {
   setenv("XLA_FLAGS", flags.c_str(), 1);
 }
 
+const std::string& disabled_passes() {
+  static const std::string passes = [] {
+    const char* env = std::getenv("XLA_FLAGS");
+    std::string flags = env ? env : "";
+    static constexpr const char* kFlag = "xla_disable_hlo_passes=";
+    size_t at = flags.rfind(kFlag);  // XLA takes the last one given
+    if (at == std::string::npos) return std::string();
+    at += std::string(kFlag).size();
+    return flags.substr(at, flags.find_first_of(" \t\n", at) - at);
+  }();
+  return passes;
+}
+
 }  // namespace torch_tpu::engine::xla_cpu

@@ -15,4 +15,9 @@ bool named_like_xla_cpu(const std::string& path);
 // the user chose passes to disable. Call before the client is created.
 void tune_flags();
 
+// The passes XLA_FLAGS disables (--xla_disable_hlo_passes, comma-separated;
+// empty if none), read once: XLA parsed the flags when the client was
+// created, after tune_flags.
+const std::string& disabled_passes();
+
 }  // namespace torch_tpu::engine::xla_cpu
