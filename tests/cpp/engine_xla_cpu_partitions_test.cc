@@ -68,9 +68,9 @@ TEST(XlaCpuPartitions, SmallProgramsDisableThePassAfterTheProcesssOwn) {
                                       .values()
                                       .at("xla_disable_hlo_passes")),
             "cpu-parallel-task-assigner");
-  // 1 MiB is small; one row more is not.
-  EXPECT_FALSE(xla_cpu::unpartitioned_if_small(tanh_program(256), none, "").empty());
-  EXPECT_TRUE(xla_cpu::unpartitioned_if_small(tanh_program(257), none, "").empty());
+  // 256 KiB is small; one row more is not.
+  EXPECT_FALSE(xla_cpu::unpartitioned_if_small(tanh_program(64), none, "").empty());
+  EXPECT_TRUE(xla_cpu::unpartitioned_if_small(tanh_program(65), none, "").empty());
   // A caller's own choice of passes stays as given.
   pjrt::CompileOverrides own;
   own.set("xla_disable_hlo_passes", std::string("foo"));
@@ -85,10 +85,10 @@ TEST(XlaCpuPartitions, TheCacheCompilesSmallProgramsUnpartitioned) {
   Cache plain(*c, metrics, "");
   Cache tuned(*c, metrics, "");
   tuned.set_unpartitioned_small(true);
-  // XLA:CPU splits a 512 KiB tanh in two; the tuned cache's is whole, and a
+  // XLA:CPU splits a 256 KiB tanh in two; the tuned cache's is whole, and a
   // 4 MiB one stays split.
-  ASSERT_TRUE(partitioned(*plain.get(tanh_program(128))));
-  EXPECT_FALSE(partitioned(*tuned.get(tanh_program(128))));
+  ASSERT_TRUE(partitioned(*plain.get(tanh_program(64))));
+  EXPECT_FALSE(partitioned(*tuned.get(tanh_program(64))));
   EXPECT_TRUE(partitioned(*tuned.get(tanh_program(1024))));
 }
 
