@@ -145,6 +145,19 @@ def _to_end(end, size):
         isinstance(end, torch.fx.Node) and _same(_expr(_val(end)), _expr(size)))
 
 
+def _every_length_has(index, size):
+    """Whether position `index` (a Python int) is valid at every value the
+    varying `size` may take (Dynamo's value range of its expression): a
+    select there reads a true element whatever the length."""
+    if not isinstance(index, int) or index < 0:
+        return False  # a position counted from the end moves with the length
+    lower = 1
+    shape_env = size.node.shape_env if isinstance(size, torch.SymInt) else None
+    if shape_env is not None:
+        lower = _finite_int(shape_env.bound_sympy(_expr(size)).lower) or 1
+    return index < lower
+
+
 def _iota_of(node, size):
     """Whether `node` holds arange(size) (possibly viewed, expanded or
     sliced in full): positions 0..n-1 of a padded tensor whose dimension
@@ -344,7 +357,8 @@ class _Merges:
         if not merged:
             if name in ("embedding", "embedding_dense_backward"):
                 return self._embedding(node, name)
-            if name in ("slice", "slice_backward", "constant_pad_nd"):
+            if name in ("slice", "slice_backward", "select", "select_backward",
+                        "constant_pad_nd"):
                 return self._edge(node, name)
             return False
         if not self._row_wise(node, name, merged):
@@ -527,17 +541,26 @@ class _Merges:
     def _edge(self, node, name):
         """Ops at the ends of a varying dimension: a slice dropping its first
         positions (`labels[..., 1:]`), its backward (the gradient placed
-        after them) and a constant pad
+        after them), a select of a position every length has (BERT's pooler
+        reads `hidden[:, 0]`), its backward, and a constant pad
         (`F.pad(labels, (0, 1), value=-100)`). They
         run on the static padded tensor (the padding lands past the true
         length, where nothing reads), a right pad writes its value at the
         true end, and the result gets its true length back."""
         x, args = node.args[0], list(node.args)
         xv, out = _val(x), _val(node)
-        if not _varies(x):
-            return False
         dims = [d for d in range(xv.dim()) if symbolic(xv.shape[d])]
-        if name == "slice":
+        if name == "select_backward":  # (grad, input_sizes, dim, index)
+            dim = args[2] % out.dim()
+            if not (symbolic(out.shape[dim]) and _every_length_has(args[3], out.shape[dim])):
+                return False  # refused by _check_node
+        elif not dims:
+            return False
+        elif name == "select":  # (x, dim, index)
+            dim = args[1] % xv.dim()
+            if dim not in dims or not _every_length_has(args[2], xv.shape[dim]):
+                return False
+        elif name == "slice":
             dim, start = args[1] % xv.dim(), (args[2] if len(args) > 2 else 0) or 0
             end, step = args[3] if len(args) > 3 else None, args[4] if len(args) > 4 else 1
             full = _to_end(end, xv.shape[dim])

@@ -250,6 +250,55 @@ def test_shifted_labels_loss_buckets():
     assert_one_program_per_bucket(graphs=2)
 
 
+def test_select_of_a_position_every_length_has_buckets():
+    # BERT's pooler reads hidden[:, 0]: position 0 exists at every length,
+    # so the select runs on the static padded tensor.
+    run_lengths(lambda x: torch.tanh(x[:, 0] * 2.0) + x.sum(1), lambda n: [torch.randn(3, n, 4)],
+                [1])
+    assert_one_program_per_bucket()
+
+
+def test_select_backward_along_a_varying_dimension_matches_cpu_gradients():
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 4)
+    lin_tpu = copy.deepcopy(lin).to("tpu")
+
+    def loss(m, x):  # the gradient reaches only position 0 of each row's length
+        return (m(x)[:, 0] ** 2).sum() + m(x).mean()
+
+    compiled = torch.compile(loss, backend="tpu")
+    for n in LENGTHS:
+        x = torch.randn(2, n, 4, requires_grad=True)
+        xt = torch.tpu.mark_dynamic(x.detach().to("tpu"), 1, 1, UPPER).requires_grad_()
+        assert_step_matches(compiled(lin_tpu, xt), loss(lin, x), lin.parameters(),
+                            lin_tpu.parameters())
+        assert_same(xt.grad, x.grad, atol=2e-5, rtol=1e-4)
+    assert_one_program_per_bucket(graphs=2)
+
+
+def test_select_of_a_position_counted_from_the_end_is_refused():
+    f = torch.compile(lambda x: x[:, -1] * 2.0, backend="tpu")  # moves with the length
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (4, 7):
+            x = torch.randn(2, n)
+            assert_same(f(torch.tpu.mark_dynamic(x.to("tpu"), 1, 1, UPPER)), x[:, -1] * 2.0)
+    assert any("select" in str(w.message) and "varying" in str(w.message) for w in caught), \
+        [str(w.message) for w in caught]
+    assert not bucket_captures()
+
+
+def test_select_past_the_first_positions_buckets_within_dynamos_guard():
+    # x[:, 3] makes Dynamo guard the length above 3: every length the graph
+    # serves has position 3.
+    f = torch.compile(lambda x: x[:, 3] * 2.0 + x.sum(1), backend="tpu", dynamic=True)
+    for n in (5, 9, 13, 30):
+        x = torch.randn(2, n)
+        assert_same(f(x.to("tpu")), x[:, 3] * 2.0 + x.sum(1), atol=1e-5, rtol=1e-5)
+    per_graph = bucket_captures()
+    assert per_graph and all(c == 1 for b in per_graph.values() for c in b.values()), per_graph
+
+
 def test_a_bucketed_program_that_fails_to_compile_runs_the_graph_eagerly():
     compiled = torch.compile(lambda x: torch.softmax(x, 1).sum(0), backend="tpu")
     x = torch.randn(2, 5)
@@ -487,11 +536,12 @@ def _model_outputs(out):
     return [out.last_hidden_state, out.pooler_output]
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2", "opt"])
+@pytest.mark.parametrize("family", ["llama", "gpt2", "opt", "bert"])
 def test_transformers_models_with_mask_at_batch_two_bucket(family):
     # What each family's graph has: transformers' masks gathered by arange
     # (llama), a true_divide (gpt2), cumsum positions and layer norm on
-    # [b*n, d] (opt); all at batch 2 under dynamic=True.
+    # [b*n, d] (opt), the pooler's select of position 0 (bert); all at
+    # batch 2 under dynamic=True.
     torch.manual_seed(0)
     cpu_model = _tiny_transformers_model(family).eval()
     tpu_model = copy.deepcopy(cpu_model).to("tpu")
@@ -508,6 +558,28 @@ def test_transformers_models_with_mask_at_batch_two_bucket(family):
     assert len(per_graph) == 1, per_graph
     per_bucket = next(iter(per_graph.values()))
     assert all(c == 1 for c in per_bucket.values()) and len(per_bucket) <= 3, per_graph
+
+
+def test_bert_training_with_a_padding_mask_buckets_and_matches_cpu_gradients():
+    # The pooler's select of position 0 and its backward run on the static
+    # padded hidden states: one forward and one backward program per bucket.
+    torch.manual_seed(0)
+    cpu_model = _tiny_transformers_model("bert").eval()  # no dropout; gradients still flow
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+
+    def loss(model, ids, mask):
+        out = model(ids, attention_mask=mask)
+        return out.pooler_output.pow(2).sum() + out.last_hidden_state.mean()
+
+    compiled = torch.compile(loss, backend="tpu", dynamic=True)
+    for n in (5, 9, 13, 30):
+        ids = torch.randint(1, 64, (2, n))
+        mask = torch.ones_like(ids)
+        mask[0, :2] = 0
+        assert_step_matches(compiled(tpu_model, ids.to("tpu"), mask.to("tpu")),
+                            loss(cpu_model, ids, mask), cpu_model.parameters(),
+                            tpu_model.parameters())
+    assert_one_program_per_bucket(graphs=2)
 
 
 def test_dynamic_true_buckets_without_marks():
