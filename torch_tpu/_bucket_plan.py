@@ -311,6 +311,15 @@ def _groups(fine, coarse):
     return groups if i == len(fine) else None
 
 
+def _splits_varying(shape, out):
+    """Whether a reshape of `shape` to `out` splits a varying dimension into
+    several dimensions other than 1."""
+    groups = _groups(out, shape)
+    return groups is not None and any(
+        shape[i].free_symbols and sum(1 for j in run if out[j] != 1) > 1
+        for i, run in enumerate(groups))
+
+
 def _varies(n):
     v = _val(n)
     return isinstance(v, torch.Tensor) and any(e.free_symbols for e in _shape_exprs(v))
@@ -494,8 +503,24 @@ class _Merges:
         fine = self.fine.get(x)
         if fine is None:
             fine = _shape_exprs(_val(x))
-            if _reshape_keeps_offsets(fine, out) or not any(e.free_symbols for e in fine):
-                return False  # an ordinary reshape of a bounded tensor
+            if not any(e.free_symbols for e in fine):
+                return False
+            if _reshape_keeps_offsets(fine, out):
+                if not _splits_varying(fine, out):
+                    return False  # an ordinary reshape of a bounded tensor
+                # [b*h, n, d] -> [b, h, n, d] with b varying: XLA's dynamic
+                # padder takes the first part as varying but the printed
+                # types do not, and it fails a check on a later slice; the
+                # static padded form splits alike (b leads, so valid rows
+                # are in front either way) and the parts get their lengths.
+                with self.graph.inserting_before(node):
+                    s = x
+                    for d, e in enumerate(fine):
+                        if e.free_symbols:
+                            s = self._call(torch.ops.tpu._static_dim.default, (s, d), x)
+                node.args = (s,) + tuple(node.args[1:])
+                self.rebound(node, out)
+                return True
             if _groups(fine, out) is None:
                 if _groups(out, fine) is None:
                     raise Refused(f"a reshape merges and splits a varying dimension at once "
@@ -569,7 +594,10 @@ class _Merges:
         elif name == "slice_backward":  # (grad, input_sizes, dim, start, end, step)
             dim, start, end, step = args[2] % xv.dim(), args[3], args[4], args[5]
             full = end is not None and _to_end(end, out.shape[dim])
-            if dim not in dims or not (isinstance(start, int) and start >= 0 and full and step == 1):
+            # Along a static dim (the halves of a rotary embedding's head
+            # dim) the gradient lands at the same places at every length;
+            # along the varying one only a slice to its end is exact.
+            if dim in dims and not (isinstance(start, int) and start >= 0 and full and step == 1):
                 return False  # refused by _check_node
         else:  # constant_pad_nd(x, [left, right] from the last dim on, value)
             pads = list(args[1])

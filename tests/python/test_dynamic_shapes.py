@@ -518,6 +518,10 @@ def _tiny_transformers_model(family):
         return transformers.LlamaForCausalLM(transformers.LlamaConfig(
             hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
             num_key_value_heads=1, **small))
+    if family == "qwen2":
+        return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+            num_key_value_heads=1, **small))
     if family == "gpt2":
         return transformers.GPT2LMHeadModel(transformers.GPT2Config(
             vocab_size=64, n_positions=64, n_embd=32, n_layer=1, n_head=2))
@@ -579,6 +583,32 @@ def test_bert_training_with_a_padding_mask_buckets_and_matches_cpu_gradients():
         assert_step_matches(compiled(tpu_model, ids.to("tpu"), mask.to("tpu")),
                             loss(cpu_model, ids, mask), cpu_model.parameters(),
                             tpu_model.parameters())
+    assert_one_program_per_bucket(graphs=2)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_causal_lm_training_with_batch_and_length_varying_buckets(family):
+    # Their backward slices the rotary halves along the static head dim
+    # (slice_backward) and splits [b*h, n, d] with b varying; both run on
+    # the static padded form. (GPT-2's backward still compiles per size.)
+    torch.manual_seed(0)
+    cpu_model = _tiny_transformers_model(family).eval()
+    tpu_model = copy.deepcopy(cpu_model).to("tpu")
+
+    def loss(model, ids, mask):
+        return model(ids, attention_mask=mask, labels=ids).loss
+
+    compiled = torch.compile(loss, backend="tpu", dynamic=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for b, n in ((2, 5), (3, 9), (2, 13), (2, 30)):
+            ids = torch.randint(1, 64, (b, n))
+            mask = torch.ones_like(ids)
+            mask[0, :2] = 0
+            assert_step_matches(compiled(tpu_model, ids.to("tpu"), mask.to("tpu")),
+                                loss(cpu_model, ids, mask), cpu_model.parameters(),
+                                tpu_model.parameters())
+    assert not [w for w in caught if "size" in str(w.message)], [str(w.message) for w in caught]
     assert_one_program_per_bucket(graphs=2)
 
 
