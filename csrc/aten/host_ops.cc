@@ -138,9 +138,14 @@ at::Tensor nonzero_tensor(const at::Tensor& self) {
   return to_cpu(self, "aten::nonzero").nonzero().to(self.device());
 }
 
+// As CPU's: an out= of the result's shape keeps its strides; any other is
+// resized to [N, ndim] with strides (1, N), column-major as the result is.
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   at::Tensor r = nonzero_tensor(self);
-  at::native::resize_output(out, r.sizes());
+  if (out.sizes() != r.sizes()) {
+    at::native::resize_output(out, r.sizes());
+    out.as_strided_(r.sizes(), {1, r.size(0)});
+  }
   out.copy_(r);
   return out;
 }
