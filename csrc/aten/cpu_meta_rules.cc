@@ -6,12 +6,14 @@
 // given). One table row per operator, covering its out= variant.
 // Also `_foreach_pow.Scalar`, whose meta function types each result as if
 // the exponent were an int, where CPU promotes tensor and exponent
-// (bool ** True is bool); and the LAPACK-backed out= forms, which leave a
-// resized out= matrix column-major on CPU.
+// (bool ** True is bool); the LAPACK-backed out= forms, which leave a
+// resized out= matrix column-major on CPU; and `cat.out`, which on CPU
+// resizes its out= tensor to the inputs' common memory format.
 #include <ATen/ATen.h>
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,6 +110,30 @@ void restride_resized_outs(const c10::FunctionSchema& s, c10::ArrayRef<c10::IVal
   }
 }
 
+// cat.out on CPU: a resized out= tensor takes the memory format the inputs
+// share (channels-last inputs, channels-last out), contiguous where they
+// differ (an empty 1-D input, which cat skips, counts as contiguous);
+// PyTorch's meta function always makes it contiguous.
+void cat_out_layout(c10::ArrayRef<c10::IValue> args, OpMeta& m) {
+  if (args.size() < 3 || !args[0].isTensorList() || !args[2].isTensor() ||
+      m.mutated.size() != 1)
+    return;
+  TensorMeta& t = m.mutated[0];
+  if (args[2].toTensor().sizes() == c10::IntArrayRef(t.sizes)) return;  // not resized
+  std::optional<at::MemoryFormat> format;
+  for (const at::Tensor& x : args[0].toTensorList().vec()) {
+    at::MemoryFormat f = x.suggest_memory_format();
+    if (format && *format != f) {
+      format = at::MemoryFormat::Contiguous;
+      break;
+    }
+    format = f;
+  }
+  if (!format || *format == at::MemoryFormat::Contiguous) return;
+  at::Tensor like = at::empty(t.sizes, at::TensorOptions().device(at::kMeta).memory_format(*format));
+  t.strides.assign(like.strides().begin(), like.strides().end());
+}
+
 }  // namespace
 
 void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
@@ -119,6 +145,10 @@ void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValu
     return;
   }
   const bool out = is_out_variant(schema);
+  if (out && schema.name() == "aten::cat") {
+    cat_out_layout(args, m);
+    return;
+  }
   if (const std::vector<size_t>* which = out ? column_major_outs(schema) : nullptr) {
     restride_resized_outs(schema, args, *which, m);
     return;

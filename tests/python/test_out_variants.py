@@ -254,3 +254,41 @@ def test_lapack_out_forms_leave_resized_matrices_column_major():
             if k == 1:  # eigenvectors: unique up to sign
                 x, y = x.abs(), y.abs()
             torch.testing.assert_close(x.cpu(), y, atol=1e-4, rtol=1e-4, msg=lambda m: f"call {k}: {m}")
+
+
+def test_cat_out_resized_takes_the_inputs_common_memory_format():
+    """CPU's cat.out resizes its out= tensor to the memory format its inputs
+    share (contiguous when they differ); PyTorch's meta function says
+    contiguous, so tpu followed it before."""
+    x4, x5 = _inputs((2, 3, 4, 5), (2, 3, 4, 5, 2))
+    cl = x4.to(memory_format=torch.channels_last)
+    cl3 = x5.to(memory_format=torch.channels_last_3d)
+
+    def calls(d):
+        def e():
+            return torch.empty(0, device=d)
+        a, b, c = cl.to(d), x4.to(d), cl3.to(d)
+        return [torch.cat([a, a], out=e()), torch.cat([a, a], dim=1, out=e()),
+                torch.cat([a, b], dim=3, out=e()),  # formats differ: contiguous
+                torch.cat([a, torch.empty(0, device=d)], dim=1, out=e()),
+                torch.cat([c, c], dim=2, out=e()),
+                torch.cat([a, a], out=torch.empty(4, 3, 4, 5, device=d))]  # kept as given
+
+    _assert_same(calls("cpu"), [_OnHost(t) for t in calls("tpu")])
+
+
+def test_nonzero_out_resized_is_column_major():
+    """CPU's nonzero writes an out= tensor of another size as [N, ndim] with
+    strides (1, N); one of the result's size keeps its strides."""
+    mask = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]])
+
+    def calls(d):
+        m = mask.to(d)
+        long = dict(dtype=torch.long, device=d)
+        return [torch.nonzero(m, out=torch.empty(0, **long)),
+                torch.nonzero(m, out=torch.empty(3, 2, **long)),
+                torch.nonzero(m, out=torch.empty(4, 2, **long)),
+                torch.nonzero(torch.zeros(3, 2, device=d), out=torch.empty(0, **long)),
+                torch.nonzero(torch.tensor(0.0, device=d), out=torch.empty(0, **long))]
+
+    _assert_same(calls("cpu"), [_OnHost(t) for t in calls("tpu")])
