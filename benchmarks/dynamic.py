@@ -11,6 +11,11 @@ past --budget-s stops and reports how many steps it finished.
     python benchmarks/dynamic.py --steps 40       # quick
     python benchmarks/dynamic.py --smoke          # tiny, for tests
     python benchmarks/dynamic.py --batch 4        # batch > 1: results/dynamic_batch4.*
+    python benchmarks/dynamic.py --model llama --batch 2   # results/dynamic_llama.*
+
+`--model llama`: a tiny transformers LlamaForCausalLM (random weights) in
+place of the GPT, its loss from `labels` (transformers' shifted causal LM
+loss), the same lengths.
 
 Configurations: CPU eager; Inductor with dynamic=True (CPU); tpu Strict
 Eager; tpu Fused Eager; torch.compile(backend="tpu") with dynamic=False
@@ -51,12 +56,24 @@ def run_config(name, kind, args):
 
         torch_tpu.set_eager_mode("DEFER_AND_FUSE" if name == "tpu_fused" else "DEFER_NEVER")
     torch.manual_seed(0)
-    model = TinyTransformer(vocab=args.vocab, dim=args.dim, heads=args.heads, layers=args.layers,
-                            seq=args.max_len, sdpa=True).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    if args.model == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
 
-    def loss_of(x, y):
-        return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        model = LlamaForCausalLM(LlamaConfig(
+            vocab_size=args.vocab, hidden_size=args.dim, intermediate_size=2 * args.dim,
+            num_hidden_layers=args.layers, num_attention_heads=args.heads,
+            num_key_value_heads=max(1, args.heads // 2), max_position_embeddings=args.max_len + 1,
+            attn_implementation="sdpa")).to(device)
+
+        def loss_of(x, y):
+            return model(x, labels=x).loss  # transformers shifts the labels itself
+    else:
+        model = TinyTransformer(vocab=args.vocab, dim=args.dim, heads=args.heads,
+                                layers=args.layers, seq=args.max_len, sdpa=True).to(device)
+
+        def loss_of(x, y):
+            return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
 
     def train(x, y):
         loss = loss_of(x, y)
@@ -120,6 +137,7 @@ def main():
     p.add_argument("--batch", type=int, default=1,
                    help="sequences per step (above 1, every linear layer merges the varying "
                         "length with the batch)")
+    p.add_argument("--model", choices=["gpt", "llama"], default="gpt")
     p.add_argument("--config", help=argparse_suppress())
     p.add_argument("--kind", help=argparse_suppress())
     args = p.parse_args()
@@ -140,7 +158,7 @@ def main():
         for name in args.configs.split(","):
             cmd = [sys.executable, __file__, "--config", name, "--kind", kind,
                    "--steps", str(args.steps), "--budget-s", str(args.budget_s),
-                   "--batch", str(args.batch)]
+                   "--batch", str(args.batch), "--model", args.model]
             cmd += ["--smoke"] if args.smoke else []
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if proc.returncode != 0:
@@ -166,8 +184,10 @@ def main():
     md = common.table(["kind", "config", "steps done", "total s (compiles included)",
                        "compiles", "CPU eager time / this"], rows)
     settings = {k: getattr(args, k) for k in ("steps", "budget_s", "vocab", "dim", "layers",
-                                              "heads", "batch", "max_len")}
+                                              "heads", "batch", "max_len", "model")}
     name = "dynamic" if args.batch == 1 else f"dynamic_batch{args.batch}"
+    if args.model != "gpt":
+        name = f"dynamic_{args.model}"
     common.write_results(args.out, name, {"smoke": args.smoke, "settings": settings,
                                                "rows": rows, "results": results,
                                                "lengths": lengths(args.steps, upper=args.max_len)},

@@ -54,6 +54,25 @@ def test_benchmark_smoke(name, tmp_path):
     assert "| ---" in markdown
 
 
+def test_dynamic_llama_smoke(tmp_path):
+    """dynamic.py's transformers Llama variant: the bucketed forward and
+    training steps give CPU eager's final loss."""
+    pytest.importorskip("transformers")
+    env = dict(os.environ, TORCH_TPU_DISK_CACHE="0",
+               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    script = os.path.join(ROOT, "benchmarks", "dynamic.py")
+    done = subprocess.run([sys.executable, script, "--smoke", "--model", "llama", "--batch", "2",
+                           "--out", str(tmp_path)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    with open(tmp_path / "dynamic_llama.json") as f:
+        results = json.load(f)["results"]
+    for kind in ("forward", "train"):
+        cpu, tpu = results[f"{kind}/cpu_eager"], results[f"{kind}/tpu_compiled_buckets"]
+        assert tpu["steps"] == tpu["of"] and "bucket_compiles" in tpu, tpu
+        assert abs(tpu["final_loss"] - cpu["final_loss"]) < 1e-3, (kind, cpu, tpu)
+
+
 def _reference_python():
     venv = os.environ.get("TORCH_TPU_REF_VENV") or os.path.join(ROOT, ".venv-ref")
     path = os.path.join(venv, "bin", "python")
