@@ -7,8 +7,10 @@
 // Also `_foreach_pow.Scalar`, whose meta function types each result as if
 // the exponent were an int, where CPU promotes tensor and exponent
 // (bool ** True is bool); the LAPACK-backed out= forms, which leave a
-// resized out= matrix column-major on CPU; and `cat.out`, which on CPU
-// resizes its out= tensor to the inputs' common memory format.
+// resized out= matrix column-major on CPU; `cat.out`, which on CPU resizes
+// its out= tensor to the inputs' common memory format; and
+// `max_unpool2d.out`, which restrides its out= tensor to the input's
+// memory format even at the right size.
 #include <ATen/ATen.h>
 
 #include <cstring>
@@ -134,6 +136,17 @@ void cat_out_layout(c10::ArrayRef<c10::IValue> args, OpMeta& m) {
   t.strides.assign(like.strides().begin(), like.strides().end());
 }
 
+// max_unpool2d.out on CPU restrides its out= tensor, whatever it was, to
+// the input's suggested memory format (a `resize_` with that format).
+void max_unpool2d_out_layout(c10::ArrayRef<c10::IValue> args, OpMeta& m) {
+  if (args.empty() || !args[0].isTensor() || m.mutated.size() != 1) return;
+  TensorMeta& t = m.mutated[0];
+  at::MemoryFormat format = args[0].toTensor().suggest_memory_format();
+  at::Tensor like = at::empty(t.sizes, at::TensorOptions().device(at::kMeta).memory_format(format));
+  t.strides.assign(like.strides().begin(), like.strides().end());
+  m.restrides_outs = true;
+}
+
 }  // namespace
 
 void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
@@ -147,6 +160,10 @@ void apply_cpu_rules(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValu
   const bool out = is_out_variant(schema);
   if (out && schema.name() == "aten::cat") {
     cat_out_layout(args, m);
+    return;
+  }
+  if (out && schema.name() == "aten::max_unpool2d") {
+    max_unpool2d_out_layout(args, m);
     return;
   }
   if (const std::vector<size_t>* which = out ? column_major_outs(schema) : nullptr) {

@@ -315,12 +315,16 @@ Ran run_lowered(const c10::OperatorHandle& op, const Plan& plan, c10::ArrayRef<c
               full_name(schema.operator_name()), " mutates ", mutated.size(),
               " tensors but its meta function reported ", meta.mutated.size());
   // out= tensors take their new sizes before the op is recorded: growing a
-  // storage that holds data is a program of its own. CPU's kernels check
-  // overlap before resizing (index_select) or after (gather's structured
-  // kernel): a resized out= tensor is checked again.
+  // storage that holds data is a program of its own. (At the same sizes
+  // they keep their strides unless CPU's kernel restrides them,
+  // `restrides_outs`.) CPU's kernels check overlap before resizing
+  // (index_select) or after (gather's structured kernel): a resized out=
+  // tensor is checked again.
   bool resized = false;
   for (size_t i = 0; i < mutated.size(); ++i)
-    if (mutated[i].sizes() != c10::IntArrayRef(meta.mutated[i].sizes)) {
+    if (mutated[i].sizes() != c10::IntArrayRef(meta.mutated[i].sizes) ||
+        (meta.restrides_outs &&
+         mutated[i].strides() != c10::IntArrayRef(meta.mutated[i].strides))) {
       resize(mutated[i], meta.mutated[i].sizes, meta.mutated[i].strides);
       resized = true;
     }

@@ -27,6 +27,9 @@ struct OpMeta {
   std::vector<int64_t> ints;          // the int returns (sizes, as fused attention's)
   std::vector<TensorMeta> mutated;    // written arguments after the call, flattened
   std::vector<hlo::TensorType> types; // fresh then mutated, as lowerings see them
+  // CPU's kernel restrides its out= tensors to `mutated`'s strides even at
+  // their own sizes (max_unpool2d); otherwise such tensors keep theirs.
+  bool restrides_outs = false;
 };
 
 // Whether `s` is an out= form (has out= arguments).

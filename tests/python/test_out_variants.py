@@ -292,3 +292,22 @@ def test_nonzero_out_resized_is_column_major():
                 torch.nonzero(torch.tensor(0.0, device=d), out=torch.empty(0, **long))]
 
     _assert_same(calls("cpu"), [_OnHost(t) for t in calls("tpu")])
+
+
+def test_max_unpool2d_out_takes_the_inputs_memory_format():
+    """CPU's max_unpool2d restrides its out= tensor to the input's memory
+    format even when it has the right size (a strided view of a larger base
+    included: the values land at the front of its storage)."""
+    x = _inputs((1, 2, 4, 4))[0]
+
+    def calls(d):
+        out = []
+        for xin in (x, x.to(memory_format=torch.channels_last)):
+            y, i = torch.nn.functional.max_pool2d(xin.to(d), 2, return_indices=True)
+            for given in (torch.empty(0, device=d), torch.empty(1, 2, 4, 4, device=d),
+                          torch.empty(1, 2, 4, 4, device=d).to(memory_format=torch.channels_last),
+                          torch.empty(1, 2, 5, 4, device=d)[:, :, :4]):
+                out.append(torch._C._nn.max_unpool2d(y, i, [4, 4], out=given))
+        return out
+
+    _assert_same(calls("cpu"), [_OnHost(t) for t in calls("tpu")])
