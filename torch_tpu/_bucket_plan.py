@@ -513,12 +513,7 @@ class _Merges:
                 # types do not, and it fails a check on a later slice; the
                 # static padded form splits alike (b leads, so valid rows
                 # are in front either way) and the parts get their lengths.
-                with self.graph.inserting_before(node):
-                    s = x
-                    for d, e in enumerate(fine):
-                        if e.free_symbols:
-                            s = self._call(torch.ops.tpu._static_dim.default, (s, d), x)
-                node.args = (s,) + tuple(node.args[1:])
+                self._static_first_arg(node, [d for d, e in enumerate(fine) if e.free_symbols])
                 self.rebound(node, out)
                 return True
             if _groups(fine, out) is None:
@@ -529,12 +524,7 @@ class _Merges:
                     node.args = (self.expand(x, out),) + tuple(node.args[1:])
                 self.rebound(node, out)
                 return True
-            with self.graph.inserting_before(node):
-                s = x
-                for d, e in enumerate(fine):
-                    if e.free_symbols:
-                        s = self._call(torch.ops.tpu._static_dim.default, (s, d), x)
-            node.args = (s,) + tuple(node.args[1:])
+            self._static_first_arg(node, [d for d, e in enumerate(fine) if e.free_symbols])
             self.fine[node] = fine
             return True
         if _reshape_keeps_offsets(fine, out):  # splits the merged dimensions again
@@ -545,6 +535,16 @@ class _Merges:
                           f"({list(_val(x).shape)} -> {list(_val(node).shape)})")
         self.fine[node] = fine
         return True
+
+    def _static_first_arg(self, node, dims):
+        """Makes `node` take its first argument with `dims` static (their
+        padded size: the static padded form)."""
+        x = node.args[0]
+        with self.graph.inserting_before(node):
+            s = x
+            for d in dims:
+                s = self._call(torch.ops.tpu._static_dim.default, (s, d), x)
+        node.args = (s,) + tuple(node.args[1:])
 
     def _static(self, x, fill):
         """x with each varying dimension static (its padded size) and the
@@ -607,11 +607,7 @@ class _Merges:
             left = {xv.dim() - 1 - i // 2: pads[i] for i in range(0, len(pads), 2)}
             if not any(left.get(d, 0) or right.get(d, 0) for d in dims):
                 return False
-        with self.graph.inserting_before(node):
-            s = x
-            for d in dims:
-                s = self._call(torch.ops.tpu._static_dim.default, (s, d), x)
-            node.args = (s,) + tuple(args[1:])
+        self._static_first_arg(node, dims)
         if name == "constant_pad_nd":
             value = args[2] if len(args) > 2 else node.kwargs.get("value", 0)
             created, cur = set(), node
