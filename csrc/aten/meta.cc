@@ -211,6 +211,29 @@ void out_meta_from_functional(const c10::OperatorHandle& out_op,
               full_name(functional), " returns");
 }
 
+// A pointwise op's out= tensor that the call resizes takes, on CPU,
+// TensorIterator's layout, which is the functional result's (a transposed
+// input gives a transposed result); PyTorch's Python meta functions resize
+// it contiguous. Ops with one out= tensor; `meta_args` are the meta inputs.
+void pointwise_out_layout(const c10::OperatorHandle& out_op, const c10::OperatorHandle& functional,
+                          c10::ArrayRef<c10::IValue> args, const std::vector<c10::IValue>& meta_args,
+                          const std::vector<size_t>& mutated_args, OpMeta& m) {
+  const auto& arguments = out_op.schema().arguments();
+  if (mutated_args.size() != 1 || m.mutated.size() != 1) return;
+  size_t at = mutated_args[0];
+  if (!arguments[at].is_out() || !args[at].isTensor() ||
+      args[at].toTensor().sizes() == c10::IntArrayRef(m.mutated[0].sizes))
+    return;  // not resized: it keeps its strides
+  std::vector<c10::IValue> stack;
+  for (size_t i = 0; i < meta_args.size(); ++i)
+    if (!arguments[i].is_out()) stack.push_back(meta_args[i]);
+  call_meta(functional, &stack);
+  std::vector<TensorMeta> results;
+  for (const c10::IValue& v : stack) describe_all(v, results);
+  if (results.size() == 1 && results[0].sizes == m.mutated[0].sizes)
+    m.mutated[0].strides = results[0].strides;
+}
+
 OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                 const std::vector<size_t>& mutated_args, const c10::OperatorHandle* functional) {
   const auto& schema = op.schema();
@@ -247,6 +270,9 @@ OpMeta run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
   // Written arguments: the meta inputs after the call hold their final sizes
   // (out= results are resized by the meta function).
   for (size_t i : mutated_args) describe_all(meta_args[i], m.mutated);
+  if (out && functional != nullptr &&
+      (op.hasTag(at::Tag::pointwise) || functional->hasTag(at::Tag::pointwise)))
+    pointwise_out_layout(op, *functional, args, meta_args, mutated_args, m);
   apply_cpu_rules(schema, args, m);
   // A functional whose in-place op has a private meta kernel (the fused
   // optimizer steps) would reach that op's missing Meta kernel: skipped.

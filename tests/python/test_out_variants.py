@@ -311,3 +311,21 @@ def test_max_unpool2d_out_takes_the_inputs_memory_format():
         return out
 
     _assert_same(calls("cpu"), [_OnHost(t) for t in calls("tpu")])
+
+
+def test_pointwise_out_resized_takes_a_transposed_inputs_layout():
+    """CPU's TensorIterator gives an out= tensor it resizes the layout it
+    gives the functional result (a transposed input: transposed strides);
+    PyTorch's Python meta functions resize it contiguous. An out= tensor of
+    the right size keeps its own strides."""
+    x = _inputs((5, 7, 6))[0]
+
+    def calls(d):
+        t = x.to(d).transpose(1, 2)
+        e = lambda: torch.empty(0, device=d)  # noqa: E731
+        return [torch.neg(t, out=e()), torch.add(t, t, out=e()), torch.add(t, 1.5, out=e()),
+                torch.tanh(t, out=e()), torch.mul(t, t.contiguous(), out=e()),
+                torch.where(t > 0, t, torch.zeros_like(t), out=e()),
+                torch.neg(t, out=torch.empty(5, 6, 7, device=d))]
+
+    _assert_same(calls("cpu"), [_OnHost(t) for t in calls("tpu")])
