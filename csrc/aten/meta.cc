@@ -173,6 +173,21 @@ void check_result_type(const c10::OperatorHandle& functional, c10::ArrayRef<c10:
                 results[i].dtype, " can't be cast to the desired output type ", m.mutated[i].dtype);
 }
 
+// The functional's results for an out= call: its meta function on the
+// call's meta inputs without the out= tensors.
+std::vector<TensorMeta> functional_results(const c10::OperatorHandle& out_op,
+                                           const c10::OperatorHandle& functional,
+                                           const std::vector<c10::IValue>& meta_args) {
+  const auto& arguments = out_op.schema().arguments();
+  std::vector<c10::IValue> stack;
+  for (size_t i = 0; i < meta_args.size(); ++i)
+    if (!arguments[i].is_out()) stack.push_back(meta_args[i]);
+  call_meta(functional, &stack);
+  std::vector<TensorMeta> results;
+  for (const c10::IValue& v : stack) describe_all(v, results);
+  return results;
+}
+
 // An out= variant PyTorch gives no meta kernel (geqrf.a, linalg_lstsq.out):
 // its functional's results, resized into the out= tensors (an out= tensor
 // of the right size keeps its strides, a resized one takes the functional
@@ -184,12 +199,7 @@ void out_meta_from_functional(const c10::OperatorHandle& out_op,
                               const std::vector<c10::IValue>& meta_args,
                               const std::vector<size_t>& mutated_args, OpMeta& m) {
   const auto& arguments = out_op.schema().arguments();
-  std::vector<c10::IValue> stack;
-  for (size_t i = 0; i < meta_args.size(); ++i)
-    if (!arguments[i].is_out()) stack.push_back(meta_args[i]);
-  call_meta(functional, &stack);
-  std::vector<TensorMeta> results;
-  for (const c10::IValue& v : stack) describe_all(v, results);
+  std::vector<TensorMeta> results = functional_results(out_op, functional, meta_args);
   size_t next = 0;
   for (size_t i : mutated_args) {
     if (!arguments[i].is_out()) {
@@ -224,12 +234,7 @@ void pointwise_out_layout(const c10::OperatorHandle& out_op, const c10::Operator
   if (!arguments[at].is_out() || !args[at].isTensor() ||
       args[at].toTensor().sizes() == c10::IntArrayRef(m.mutated[0].sizes))
     return;  // not resized: it keeps its strides
-  std::vector<c10::IValue> stack;
-  for (size_t i = 0; i < meta_args.size(); ++i)
-    if (!arguments[i].is_out()) stack.push_back(meta_args[i]);
-  call_meta(functional, &stack);
-  std::vector<TensorMeta> results;
-  for (const c10::IValue& v : stack) describe_all(v, results);
+  std::vector<TensorMeta> results = functional_results(out_op, functional, meta_args);
   if (results.size() == 1 && results[0].sizes == m.mutated[0].sizes)
     m.mutated[0].strides = results[0].strides;
 }
